@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	lbhttp "github.com/openleaderboard/leaderboard/http"
+)
+
+const (
+	testPostgres = "postgres://postgres@127.0.0.1:5432/%s?sslmode=disable"
+	testRedis    = "127.0.0.1:6379"
+	testSecret   = "component-test-secret-0123456789"
+)
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// testEnv is one isolated deployment: its own database, Redis prefix, broker data dir
+// and topic prefix. Services started from it share them, like replicas would.
+type testEnv struct {
+	t        *testing.T
+	dbName   string
+	prefix   string
+	kafkaDir string
+	vars     map[string]string
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dbName: "lbtest_" + randomHex(6), prefix: "lbtest-" + randomHex(6), kafkaDir: t.TempDir()}
+	e.vars = map[string]string{
+		"LEADERBOARD_HTTP_ADDR":           "127.0.0.1:" + freePort(t),
+		"LEADERBOARD_POSTGRES_URL":        fmt.Sprintf(testPostgres, e.dbName),
+		"LEADERBOARD_REDIS_URL":           "redis://" + testRedis + "/0",
+		"LEADERBOARD_REDIS_PREFIX":        e.prefix,
+		"LEADERBOARD_KAFKA_BROKERS":       "embedded",
+		"LEADERBOARD_KAFKA_DATA_DIR":      e.kafkaDir,
+		"LEADERBOARD_KAFKA_EMBEDDED_ADDR": "127.0.0.1:0",
+		"LEADERBOARD_JWT_SECRET":          testSecret,
+		"LEADERBOARD_LOG_LEVEL":           "warn",
+		"LEADERBOARD_SCORE_PARTITIONS":    "6",
+		"LEADERBOARD_OUTBOX_SHARDS":       "2",
+	}
+	e.rdb = redis.NewClient(&redis.Options{Addr: testRedis})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if e.pool != nil {
+			e.pool.Close()
+		}
+		iter := e.rdb.Scan(ctx, 0, e.prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			e.rdb.Del(ctx, iter.Val())
+		}
+		e.rdb.Close()
+		conn, err := pgx.Connect(ctx, fmt.Sprintf(testPostgres, "postgres"))
+		if err == nil {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.dbName+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+	})
+	return e
+}
+
+func (e *testEnv) getenv(overrides map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := overrides[k]; ok {
+			return v
+		}
+		return e.vars[k]
+	}
+}
+
+// db connects to the env's database (after a service has created it).
+func (e *testEnv) db() *pgxpool.Pool {
+	e.t.Helper()
+	if e.pool == nil {
+		p, err := pgxpool.New(context.Background(), e.vars["LEADERBOARD_POSTGRES_URL"])
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.pool = p
+	}
+	return e.pool
+}
+
+func (e *testEnv) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db().QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// service is one running in-process instance of run().
+type service struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs the service in-process and waits until /readyz answers 200.
+func (e *testEnv) start(overrides map[string]string) *service {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &service{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	getenv := e.getenv(overrides)
+	s.base = "http://" + getenv("LEADERBOARD_HTTP_ADDR")
+	go func() { s.done <- run(ctx, nil, getenv, s.logs) }()
+	e.t.Cleanup(func() { s.stop(e.t) })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			e.t.Fatalf("service exited during start: %v\n%s", err, s.logs.String())
+		default:
+		}
+		if resp, err := http.Get(s.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("service not ready after 30 s\n%s", s.logs.String())
+	return nil
+}
+
+// stop cancels the service and waits for a clean exit.
+func (s *service) stop(t *testing.T) {
+	t.Helper()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("service stopped with error: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Errorf("service did not stop within 40 s")
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func mintToken(t *testing.T, sub string, roles ...string) string {
+	t.Helper()
+	return signToken(t, lbhttp.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Name:             "Player " + sub, Roles: roles,
+	})
+}
+
+func signToken(t *testing.T, c lbhttp.Claims) string {
+	t.Helper()
+	return signTokenWith(t, testSecret, c)
+}
+
+func signTokenWith(t *testing.T, secret string, c lbhttp.Claims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (s *service) do(t *testing.T, method, path, tok, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (s *service) submit(t *testing.T, tok, body string) response {
+	t.Helper()
+	return s.do(t, http.MethodPost, "/v1/scores", tok, body)
+}
+
+// eventually retries check until it returns "" or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if last = check(); last == "" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %v: %s", timeout, last)
+}
+
+func num(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
+}
+
+func mustConfig(t *testing.T, e *testEnv) configs.Config {
+	t.Helper()
+	cfg, err := configs.Load(e.getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

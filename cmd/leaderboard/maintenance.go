@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// maintenance runs `rebuild` or `consistency` against PostgreSQL and Redis directly, for
+// operators without HTTP access. consistency exits non-zero when the board differs.
+func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	boardID := fs.String("board", "global", "board id")
+	full := fs.Bool("full", false, "consistency: compare every entry, not a sample")
+	sample := fs.Int("sample", 1000, "consistency: entries to sample")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	board, ok := cfg.Board(*boardID)
+	if !ok {
+		return fmt.Errorf("%s: unknown board %q", cmd, *boardID)
+	}
+	pool, err := storage.OpenPostgres(ctx, cfg.PostgresURL, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := storage.Migrate(ctx, pool, storage.NewOutboxSchema(), cfg.OutboxShards); err != nil {
+		return err
+	}
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	m := storage.Maintenance{Boards: storage.NewBoards(rdb, cfg.RedisPrefix, cfg.TopN), Ranks: storage.NewRanks(pool)}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if cmd == "rebuild" {
+		res, err := m.Rebuild(ctx, board.ID, board.Period)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()})
+	}
+	rep, err := m.CheckConsistency(ctx, board.ID, board.Period, *full, *sample)
+	if err != nil {
+		return err
+	}
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	if !rep.Consistent {
+		return fmt.Errorf("board %s differs between Redis and PostgreSQL", board.ID)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// scrape returns every series of /metrics by its name and labels, as printed.
+func scrape(t *testing.T, s *service) map[string]float64 {
+	t.Helper()
+	r := s.do(t, http.MethodGet, "/metrics", "", "")
+	if r.status != 200 {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(r.raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// TestMetricsMove scrapes /metrics before and after scores and a poison message flow
+// through, and finds the HTTP, outbox, relay, Kafka, projector, dead-letter, pool and
+// realtime series present and moving.
+func TestMetricsMove(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	before := scrape(t, svc)
+	for i := range 5 {
+		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, fmt.Sprintf("m-%d", i)), `{"score": 10}`); r.status != 200 {
+			t.Fatalf("submit: %d %s", r.status, r.raw)
+		}
+	}
+	produceRaw(t, broker, "leaderboard.score-events", &sarama.ProducerMessage{Value: sarama.StringEncoder("not json")})
+	var after map[string]float64
+	eventually(t, 20*time.Second, func() string {
+		after = scrape(t, svc)
+		if after["leaderboard_dead_letters"] != 1 {
+			return fmt.Sprintf("leaderboard_dead_letters %v", after["leaderboard_dead_letters"])
+		}
+		return ""
+	})
+	moved := func(series string, atLeast float64) {
+		t.Helper()
+		if d := after[series] - before[series]; d < atLeast {
+			t.Errorf("%s moved by %v, want at least %v", series, d, atLeast)
+		}
+	}
+	moved(`leaderboard_http_requests_total{method="POST",route="/v1/scores",status="200"}`, 5)
+	moved(`leaderboard_score_submissions_total{outcome="accepted"}`, 5)
+	moved(`leaderboard_outbox_batch_size_count`, 1)
+	moved(`leaderboard_projector_events_total{result="applied"}`, 5)
+	moved(`leaderboard_projection_lag_seconds_count`, 5)
+	moved(`leaderboard_projector_step_seconds_count{step="postgres"}`, 1)
+	moved(`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="apply-score",success="true"}`, 5)
+	moved(`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="apply-score",success="false"}`, 2) // the poison message's retries
+	moved(`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="events_forwarder",success="true"}`, 5)
+	moved(`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="notify-top-changed",success="true"}`, 1)
+	for _, series := range []string{
+		`leaderboard_outbox_backlog{shard="0"}`,
+		`leaderboard_kafka_consumer_lag{group="leaderboard-projector",partition="0",topic="leaderboard.score-events"}`,
+		`leaderboard_postgres_pool_connections`,
+		`leaderboard_redis_pool_connections`,
+		`leaderboard_sse_clients`,
+		`leaderboard_degraded_reads_total`,
+		`process_resident_memory_bytes`,
+	} {
+		if _, ok := after[series]; !ok {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
+
+// TestCorrelationIDFollowsTheScore: the request id of the HTTP request is the
+// correlation id the projector logs when it applies the score.
+func TestCorrelationIDFollowsTheScore(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_LOG_LEVEL": "debug"})
+	req, _ := http.NewRequest(http.MethodPost, svc.base+"/v1/scores?wait=true", strings.NewReader(`{"score": 3, "event_id": "corr-ev"}`))
+	req.Header.Set("Authorization", "Bearer "+mintToken(t, "corr"))
+	req.Header.Set("X-Request-ID", "trace-me-123")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Request-ID") != "trace-me-123" {
+		t.Fatalf("submit: %d, X-Request-ID %q", resp.StatusCode, resp.Header.Get("X-Request-ID"))
+	}
+	eventually(t, 5*time.Second, func() string {
+		for _, line := range strings.Split(svc.logs.String(), "\n") {
+			if strings.Contains(line, `"msg":"message handled"`) && strings.Contains(line, `"correlation_id":"trace-me-123"`) && strings.Contains(line, `"event_id":"corr-ev"`) {
+				return ""
+			}
+		}
+		return "no projector log line with the request's correlation id"
+	})
+	if !strings.Contains(svc.logs.String(), `"request_id":"trace-me-123"`) {
+		t.Fatal("the API did not log the request id")
+	}
+}

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sseEvent is one event of a stream, as the EventSource spec parses it.
+type sseEvent struct {
+	id, name string
+	data     map[string]any
+	at       time.Time
+}
+
+// sseClient reads a stream in the background.
+type sseClient struct {
+	resp   *http.Response
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	events []sseEvent
+	notes  []string // comment lines
+	closed chan struct{}
+}
+
+func (s *service) realtimeToken(t *testing.T, bearer string) string {
+	t.Helper()
+	r := s.do(t, http.MethodGet, "/v1/realtime/token", bearer, "")
+	if r.status != 200 || r.body["token"] == "" || r.body["expires_at"] == "" {
+		t.Fatalf("realtime token: %d %s", r.status, r.raw)
+	}
+	return r.body["token"].(string)
+}
+
+// stream opens the SSE endpoint; status is returned when it is not 200.
+func (s *service) stream(t *testing.T, query, lastEventID string) (*sseClient, int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/v1/realtime/leaderboard?"+query, nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		cancel()
+		return nil, resp.StatusCode
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	c := &sseClient{resp: resp, cancel: cancel, closed: make(chan struct{})}
+	t.Cleanup(c.close)
+	go c.read()
+	return c, 200
+}
+
+func (c *sseClient) close() { c.cancel(); <-c.closed }
+
+func (c *sseClient) read() {
+	defer close(c.closed)
+	defer c.resp.Body.Close()
+	sc := bufio.NewScanner(c.resp.Body)
+	var ev sseEvent
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if len(data) > 0 {
+				ev.at = time.Now()
+				_ = json.Unmarshal([]byte(strings.Join(data, "\n")), &ev.data)
+				c.mu.Lock()
+				c.events = append(c.events, ev)
+				c.mu.Unlock()
+			}
+			ev, data = sseEvent{}, nil
+		case strings.HasPrefix(line, ":"):
+			c.mu.Lock()
+			c.notes = append(c.notes, strings.TrimSpace(line[1:]))
+			c.mu.Unlock()
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, line[6:])
+		}
+	}
+}
+
+func (c *sseClient) named(name string) []sseEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []sseEvent
+	for _, e := range c.events {
+		if e.name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (c *sseClient) versions() []int64 {
+	var out []int64
+	for _, e := range c.named("leaderboard.updated") {
+		v, _ := strconv.ParseInt(e.id, 10, 64)
+		out = append(out, v)
+	}
+	return out
+}
+
+func (c *sseClient) lastVersion() int64 {
+	v := c.versions()
+	if len(v) == 0 {
+		return -1
+	}
+	return v[len(v)-1]
+}
+
+func topVersion(t *testing.T, s *service, tok string) int64 {
+	t.Helper()
+	return num(s.do(t, http.MethodGet, "/v1/leaderboard/top", tok, "").body["version"])
+}
+
+// TestRealtimeStream: snapshot on connect, updates after submissions, the user's own
+// rank event, coalescing under a burst, versions only increasing, heartbeats.
+func TestRealtimeStream(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_SSE_HEARTBEAT": "300ms"})
+	alice := mintToken(t, "alice")
+	c, status := svc.stream(t, "board=global&token="+svc.realtimeToken(t, alice), "")
+	if status != 200 {
+		t.Fatalf("stream: %d", status)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if len(c.named("leaderboard.updated")) == 0 {
+			return "no snapshot on connect"
+		}
+		return ""
+	})
+	snap := c.named("leaderboard.updated")[0]
+	if snap.id != "0" || snap.data["version"] != float64(0) || len(snap.data["entries"].([]any)) != 0 || snap.data["board"] != "global" {
+		t.Fatalf("empty-board snapshot: id %q %v", snap.id, snap.data)
+	}
+
+	svc.do(t, http.MethodPost, "/v1/scores?wait=true", alice, `{"score": 50}`)
+	eventually(t, 5*time.Second, func() string {
+		u := c.named("user.rank.updated")
+		if len(u) == 0 || u[len(u)-1].data["user_id"] != "alice" || num(u[len(u)-1].data["rank"]) != 1 || num(u[len(u)-1].data["score"]) != 50 {
+			return fmt.Sprintf("user events %v", u)
+		}
+		if c.lastVersion() < 1 {
+			return "no update after the submission"
+		}
+		return ""
+	})
+
+	// A burst: 40 new leaders as fast as the API takes them.
+	for i := range 40 {
+		svc.submit(t, mintToken(t, fmt.Sprintf("burst-%02d", i)), fmt.Sprintf(`{"score": %d}`, 100+i))
+	}
+	tok := mintToken(t, "reader")
+	eventually(t, 10*time.Second, func() string {
+		if want := topVersion(t, svc, tok); c.lastVersion() != want {
+			return fmt.Sprintf("stream at version %d, top at %d", c.lastVersion(), want)
+		}
+		return ""
+	})
+	ups := c.named("leaderboard.updated")
+	last := ups[len(ups)-1]
+	if entries := last.data["entries"].([]any); len(entries) != 10 || entries[0].(map[string]any)["user_id"] != "burst-39" {
+		t.Fatalf("final snapshot: %v", last.data)
+	}
+	for i := 1; i < len(ups); i++ {
+		v0, _ := strconv.Atoi(ups[i-1].id)
+		v1, _ := strconv.Atoi(ups[i].id)
+		if v1 <= v0 {
+			t.Fatalf("versions went %d -> %d", v0, v1)
+		}
+		if gap := ups[i].at.Sub(ups[i-1].at); i > 1 && gap < 100*time.Millisecond { // the server spaces them 250 ms; allow for delivery jitter
+			t.Fatalf("events %d and %d only %v apart: not coalesced", i-1, i, gap)
+		}
+	}
+	if len(ups) > 25 {
+		t.Fatalf("%d snapshots for 41 changes: not coalesced", len(ups))
+	}
+	c.mu.Lock()
+	beats := strings.Count(strings.Join(c.notes, "\n"), "heartbeat")
+	c.mu.Unlock()
+	if beats < 2 {
+		t.Fatalf("%d heartbeats", beats)
+	}
+}
+
+// TestRealtimeReconnect: Last-Event-ID gets the latest snapshot when it is newer, and
+// never an older one.
+func TestRealtimeReconnect(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	tok := mintToken(t, "re")
+	for i := range 3 {
+		svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, fmt.Sprintf("re-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
+	}
+	current := topVersion(t, svc, tok)
+	rt := svc.realtimeToken(t, tok)
+
+	behind, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current-1, 10))
+	upToDate, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current, 10))
+	ahead, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current+1000, 10))
+	eventually(t, 5*time.Second, func() string {
+		if behind.lastVersion() != current {
+			return fmt.Sprintf("behind client at %d, want %d", behind.lastVersion(), current)
+		}
+		return ""
+	})
+	time.Sleep(500 * time.Millisecond)
+	if v := upToDate.versions(); len(v) != 0 {
+		t.Fatalf("up-to-date client got %v again", v)
+	}
+	if v := ahead.versions(); len(v) != 0 {
+		t.Fatalf("client ahead got older versions %v", v)
+	}
+	// A new change reaches the up-to-date client without a gap.
+	svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, "re-new"), `{"score": 99}`)
+	next := topVersion(t, svc, tok)
+	eventually(t, 5*time.Second, func() string {
+		if upToDate.lastVersion() != next {
+			return fmt.Sprintf("up-to-date client at %d, want %d", upToDate.lastVersion(), next)
+		}
+		return ""
+	})
+}
+
+// TestRealtimeRefusals: bad tokens get 401 before the stream opens, unknown boards
+// 404, and the stream caps 503 with Retry-After.
+func TestRealtimeRefusals(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_SSE_MAX_STREAMS_PER_USER": "2", "LEADERBOARD_SSE_MAX_STREAMS": "3"})
+	tok := mintToken(t, "cap")
+	rt := svc.realtimeToken(t, tok)
+	for name, q := range map[string]string{
+		"no token":                "board=global",
+		"garbage token":           "token=abc",
+		"bearer token in the URL": "token=" + tok, // only realtime tokens belong in URLs
+		"tampered realtime token": "token=" + rt[:len(rt)-2] + "xx",
+	} {
+		if _, status := svc.stream(t, q, ""); status != 401 {
+			t.Errorf("%s: %d, want 401", name, status)
+		}
+	}
+	if _, status := svc.stream(t, "board=nope&token="+rt, ""); status != 404 {
+		t.Errorf("unknown board: %d", status)
+	}
+	svc.stream(t, "token="+rt, "")
+	svc.stream(t, "token="+rt, "")
+	r := svc.do(t, http.MethodGet, "/v1/realtime/leaderboard?token="+rt, "", "")
+	if r.status != 503 || r.header.Get("Retry-After") == "" || r.body["error_code"] != "too_many_streams" {
+		t.Fatalf("third stream of one user: %d %s", r.status, r.raw)
+	}
+	other := svc.realtimeToken(t, mintToken(t, "other"))
+	svc.stream(t, "token="+other, "")
+	if _, status := svc.stream(t, "token="+svc.realtimeToken(t, mintToken(t, "fourth")), ""); status != 503 {
+		t.Fatalf("stream past the total cap: %d", status)
+	}
+}
+
+// TestRealtimeTwoAPIProcesses: two API processes on the same Kafka and Redis stream the
+// same versions in the same order.
+func TestRealtimeTwoAPIProcesses(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	a := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	b := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	tok := mintToken(t, "twin")
+	ca, _ := a.stream(t, "token="+a.realtimeToken(t, tok), "")
+	cb, _ := b.stream(t, "token="+b.realtimeToken(t, tok), "")
+	for i := range 5 {
+		a.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, fmt.Sprintf("twin-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
+		time.Sleep(600 * time.Millisecond) // well over the coalescing window: every version is streamed
+	}
+	want := topVersion(t, a, tok)
+	eventually(t, 10*time.Second, func() string {
+		if ca.lastVersion() != want || cb.lastVersion() != want {
+			return fmt.Sprintf("a at %d, b at %d, want %d", ca.lastVersion(), cb.lastVersion(), want)
+		}
+		return ""
+	})
+	if va, vb := fmt.Sprint(ca.versions()), fmt.Sprint(cb.versions()); va != vb {
+		t.Fatalf("process a streamed %s, process b %s", va, vb)
+	}
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	lbhttp "github.com/openleaderboard/leaderboard/http"
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+// token prints a bearer token signed with the configured secret, for trying the API.
+func token(cfg configs.Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	sub := fs.String("sub", "player-1", "user id (sub claim)")
+	name := fs.String("name", "", "display name (name claim)")
+	roles := fs.String("roles", "", "comma-separated roles: server, admin")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !messages.ValidUserID(*sub) {
+		return fmt.Errorf("token: -sub must be 1 to 64 of [A-Za-z0-9_.:-]")
+	}
+	claims := lbhttp.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: *sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(*ttl))},
+		Name:             *name,
+	}
+	if *roles != "" {
+		claims.Roles = strings.Split(*roles, ",")
+	}
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.JWTSecret))
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, signed)
+	return err
+}

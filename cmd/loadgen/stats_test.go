@@ -1,0 +1,67 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	var l latencies
+	for i := 1; i <= 100; i++ {
+		l.add(time.Duration(101-i) * time.Millisecond)
+	}
+	s := l.summary()
+	if s.Count != 100 || s.P50 != 50 || s.P95 != 95 || s.P99 != 99 || s.Max != 100 || s.Mean != 50.5 {
+		t.Fatalf("summary = %+v", s)
+	}
+	if got := (&latencies{}).summary(); got != (summary{}) {
+		t.Fatalf("empty summary = %+v", got)
+	}
+}
+
+func TestParseStoredScore(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1234|7|1700000000000000|7fffffffffffffff:bench-u-000001", 1234, true},
+		{"9007199254740991|1|0|m", 9007199254740991, true},
+		{"42", 42, true},
+		{"", 0, false},
+		{"x|1", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseStoredScore(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseStoredScore(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestUsersNextAlwaysImproves(t *testing.T) {
+	u := newUsers(3, "bench-u-")
+	if u.names[2] != "bench-u-000002" {
+		t.Fatalf("name = %q", u.names[2])
+	}
+	held := map[int32]bool{}
+	for range 3 {
+		id, ok := u.acquire()
+		if !ok || held[id] {
+			t.Fatalf("acquire = %d, %v (held %v)", id, ok, held)
+		}
+		held[id] = true
+	}
+	if _, ok := u.acquire(); ok {
+		t.Fatal("acquire succeeded with every user held")
+	}
+	u.release(1)
+	prev := int64(0)
+	for range 1000 {
+		s := u.next(1)
+		if s-prev < 1 || s-prev > 100 {
+			t.Fatalf("next step %d -> %d", prev, s)
+		}
+		prev = s
+	}
+}

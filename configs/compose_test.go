@@ -1,0 +1,123 @@
+package configs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/router"
+)
+
+// TestComposeStack loads compose.yaml with compose-go (Docker is not needed) and checks
+// the stack: services and images, health checks and start order, the service's roles,
+// environment names and values that configs accepts, ports, and the topics it creates.
+func TestComposeStack(t *testing.T) {
+	opts, err := cli.NewProjectOptions([]string{"../compose.yaml"},
+		cli.WithWorkingDirectory(".."), cli.WithName("leaderboard"),
+		cli.WithEnv([]string{"LEADERBOARD_JWT_SECRET=compose-test-secret-0123456789"}), cli.WithInterpolation(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := func(name string) types.ServiceConfig {
+		s, ok := p.Services[name]
+		if !ok {
+			t.Fatalf("compose.yaml has no service %q", name)
+		}
+		return s
+	}
+
+	for _, name := range []string{"postgres", "redis", "kafka", "prometheus"} {
+		s := svc(name)
+		if s.Image == "" || s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
+			t.Errorf("%s: image %q, health check %v", name, s.Image, s.HealthCheck)
+		}
+	}
+	if cmd := strings.Join(svc("redis").Command, " "); !strings.Contains(cmd, "--appendonly yes") {
+		t.Errorf("redis runs without AOF: %q", cmd)
+	}
+	if roles := svc("kafka").Environment["KAFKA_PROCESS_ROLES"]; roles == nil || *roles != "broker,controller" {
+		t.Errorf("kafka is not a single KRaft node: %v", roles)
+	}
+	topics := router.NewTopics("leaderboard", 24)
+	init := strings.Join(svc("kafka-init").Command, " ")
+	for _, topic := range []string{topics.Scores, topics.Notifications, topics.UserUpdates} {
+		if !strings.Contains(init, "--topic "+topic) {
+			t.Errorf("kafka-init does not create %s", topic)
+		}
+	}
+	if !strings.Contains(init, "cleanup.policy=compact") {
+		t.Errorf("notifications topic is not compacted")
+	}
+
+	// Every name configs reads, by asking Load which names it looks up.
+	known := map[string]bool{}
+	if _, err := configs.Load(func(k string) string { known[k] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	wantRoles := map[string]string{"api-1": "api", "api-2": "api", "relay": "relay", "projector": "projector"}
+	ports := map[uint32]bool{}
+	for name, role := range wantRoles {
+		s := svc(name)
+		if s.Build == nil || s.HealthCheck == nil || strings.Join(s.HealthCheck.Test, " ") != "CMD /leaderboard healthcheck" {
+			t.Errorf("%s: build %v, health check %v", name, s.Build, s.HealthCheck)
+		}
+		for _, dep := range []string{"postgres", "redis"} {
+			if s.DependsOn[dep].Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s does not wait for %s to be healthy", name, dep)
+			}
+		}
+		if s.DependsOn["kafka-init"].Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s does not wait for the topics", name)
+		}
+		env := map[string]string{}
+		for k, v := range s.Environment {
+			if strings.HasPrefix(k, "LEADERBOARD_") && !known[k] {
+				t.Errorf("%s sets %s, which configs does not read", name, k)
+			}
+			if v != nil {
+				env[k] = *v
+			}
+		}
+		cfg, err := configs.Load(func(k string) string { return env[k] })
+		if err != nil {
+			t.Errorf("%s: configs rejects the compose environment: %v", name, err)
+			continue
+		}
+		if cfg.EmbeddedKafka || cfg.UsesDevSecret() || !cfg.Runs(role) || len(cfg.Roles) != 1 {
+			t.Errorf("%s: embedded kafka %v, dev secret %v, roles %v", name, cfg.EmbeddedKafka, cfg.UsesDevSecret(), cfg.Roles)
+		}
+		for _, port := range s.Ports {
+			if port.Target != 8080 {
+				t.Errorf("%s publishes container port %d, the service listens on 8080", name, port.Target)
+			}
+			published := port.Published
+			if ports[mustPort(t, published)] {
+				t.Errorf("host port %s published twice", published)
+			}
+			ports[mustPort(t, published)] = true
+		}
+	}
+	if !ports[8080] {
+		t.Error("the API is not published on host port 8080")
+	}
+}
+
+func mustPort(t *testing.T, s string) uint32 {
+	t.Helper()
+	var n uint32
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			t.Fatalf("port %q", s)
+		}
+		n = n*10 + uint32(r-'0')
+	}
+	return n
+}

@@ -1,0 +1,281 @@
+// Package configs holds the service configuration: one typed Config, loaded once
+// from the environment, with defaults and validation.
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DevJWTSecret is the documented development secret used when LEADERBOARD_JWT_SECRET
+// is not set. The service logs a warning when it runs with it.
+const DevJWTSecret = "leaderboard-dev-secret-change-me"
+
+// Role names accepted in LEADERBOARD_ROLES.
+const (
+	RoleAPI       = "api"
+	RoleRelay     = "relay"
+	RoleProjector = "projector"
+)
+
+// EmbeddedKafka is the LEADERBOARD_KAFKA_BROKERS value that starts the in-process broker.
+const EmbeddedKafka = "embedded"
+
+// Config is the whole configuration of one leaderboard process.
+type Config struct {
+	HTTPAddr    string
+	PostgresURL string
+	RedisURL    string
+	// RedisPrefix namespaces every Redis key of this deployment (tests use their own).
+	RedisPrefix string
+	// KafkaBrokers lists broker addresses; empty when EmbeddedKafka is true.
+	KafkaBrokers []string
+	// EmbeddedKafka starts the in-process Kafka-protocol broker.
+	EmbeddedKafka bool
+	// KafkaDataDir is where the embedded broker persists topics, offsets and messages.
+	KafkaDataDir string
+	// KafkaAddr is the listen address of the embedded broker.
+	KafkaAddr string
+	// TopicPrefix namespaces the Kafka topics.
+	TopicPrefix string
+	// ScorePartitions is the partition count of the score events topic (projector concurrency).
+	ScorePartitions int
+	// OutboxShards is the number of outbox tables, each relayed by its own forwarder.
+	OutboxShards int
+	JWTSecret    string
+	Roles        map[string]bool
+	Timezone     *time.Location
+	// TopN is how many entries the cached top of each board holds.
+	TopN     int
+	LogLevel string
+	// PprofAddr, when set, serves net/http/pprof there (off by default).
+	PprofAddr string
+	// SSEHeartbeat is the comment interval on idle realtime streams.
+	SSEHeartbeat time.Duration
+	// SSEMaxStreams and SSEMaxStreamsPerUser cap this process's realtime streams.
+	SSEMaxStreams        int
+	SSEMaxStreamsPerUser int
+	Boards               []Board
+}
+
+// Board describes one leaderboard: how values combine and which bounds apply.
+type Board struct {
+	ID       string
+	Operator string // best, incr or set
+	Period   string // all_time, daily, season, match
+	MinValue int64
+	MaxValue int64
+}
+
+// MaxExactScore is the largest integer a Redis sorted-set score (a double) holds exactly.
+const MaxExactScore = 1<<53 - 1
+
+// DefaultBoards is the shipped board configuration of this version.
+func DefaultBoards() []Board {
+	return []Board{
+		{ID: "global", Operator: "best", Period: "all_time", MinValue: 0, MaxValue: MaxExactScore},
+	}
+}
+
+// Board returns the board with the given id.
+func (c Config) Board(id string) (Board, bool) {
+	for _, b := range c.Boards {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Board{}, false
+}
+
+// Runs reports whether this process runs the given role.
+func (c Config) Runs(role string) bool { return c.Roles[role] }
+
+// Load reads the configuration from getenv (os.Getenv in production), applying defaults
+// and validating every value. The error names the variable that is wrong.
+func Load(getenv func(string) string) (Config, error) {
+	get := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []error
+	intVar := func(name string, def, min, max int) int {
+		raw := get(name, strconv.Itoa(def))
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < min || n > max {
+			errs = append(errs, fmt.Errorf("%s=%q: want an integer from %d to %d", name, raw, min, max))
+			return def
+		}
+		return n
+	}
+
+	c := Config{
+		HTTPAddr:             get("LEADERBOARD_HTTP_ADDR", "127.0.0.1:8080"),
+		PostgresURL:          get("LEADERBOARD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/leaderboard?sslmode=disable"),
+		RedisURL:             get("LEADERBOARD_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix:          get("LEADERBOARD_REDIS_PREFIX", "lb"),
+		KafkaDataDir:         get("LEADERBOARD_KAFKA_DATA_DIR", ".data/kafka"),
+		KafkaAddr:            get("LEADERBOARD_KAFKA_EMBEDDED_ADDR", "127.0.0.1:0"),
+		TopicPrefix:          get("LEADERBOARD_TOPIC_PREFIX", "leaderboard"),
+		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 24, 1, 1024),
+		OutboxShards:         intVar("LEADERBOARD_OUTBOX_SHARDS", 4, 1, 64),
+		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 10, 1000),
+		JWTSecret:            get("LEADERBOARD_JWT_SECRET", DevJWTSecret),
+		LogLevel:             get("LEADERBOARD_LOG_LEVEL", "info"),
+		PprofAddr:            get("LEADERBOARD_PPROF_ADDR", ""),
+		SSEMaxStreams:        intVar("LEADERBOARD_SSE_MAX_STREAMS", 19_000, 1, 1_000_000),
+		SSEMaxStreamsPerUser: intVar("LEADERBOARD_SSE_MAX_STREAMS_PER_USER", 5, 1, 1000),
+		Boards:               DefaultBoards(),
+	}
+
+	if c.PprofAddr != "" {
+		if _, _, err := splitHostPort(c.PprofAddr); err != nil {
+			errs = append(errs, fmt.Errorf("LEADERBOARD_PPROF_ADDR=%q: %w", c.PprofAddr, err))
+		}
+	}
+	if _, _, err := splitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_HTTP_ADDR=%q: %w", c.HTTPAddr, err))
+	}
+	if u, err := url.Parse(c.PostgresURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || strings.Trim(u.Path, "/") == "" {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_POSTGRES_URL: want postgres://user@host:port/dbname"))
+	}
+	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_URL: want redis://host:port/db"))
+	}
+
+	brokers := get("LEADERBOARD_KAFKA_BROKERS", EmbeddedKafka)
+	if brokers == EmbeddedKafka {
+		c.EmbeddedKafka = true
+	} else {
+		for _, b := range strings.Split(brokers, ",") {
+			b = strings.TrimSpace(b)
+			if _, _, err := splitHostPort(b); err != nil {
+				errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_BROKERS: %q is not host:port", b))
+				continue
+			}
+			c.KafkaBrokers = append(c.KafkaBrokers, b)
+		}
+	}
+
+	c.Roles = map[string]bool{}
+	for _, r := range strings.Split(get("LEADERBOARD_ROLES", "all"), ",") {
+		switch r = strings.TrimSpace(r); r {
+		case "all":
+			c.Roles[RoleAPI], c.Roles[RoleRelay], c.Roles[RoleProjector] = true, true, true
+		case RoleAPI, RoleRelay, RoleProjector:
+			c.Roles[r] = true
+		default:
+			errs = append(errs, fmt.Errorf("LEADERBOARD_ROLES: unknown role %q (want api, relay, projector or all)", r))
+		}
+	}
+
+	hb := get("LEADERBOARD_SSE_HEARTBEAT", "15s")
+	if d, err := time.ParseDuration(hb); err != nil || d < 100*time.Millisecond || d > 15*time.Second {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_SSE_HEARTBEAT=%q: want a duration from 100ms to 15s", hb))
+		c.SSEHeartbeat = 15 * time.Second
+	} else {
+		c.SSEHeartbeat = d
+	}
+
+	tz := get("LEADERBOARD_TIMEZONE", "UTC")
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_TIMEZONE=%q: not an IANA time zone", tz))
+		loc = time.UTC
+	}
+	c.Timezone = loc
+
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LEADERBOARD_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	if !validName(c.RedisPrefix) {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_PREFIX=%q: want letters, digits, '_', '-' or '.'", c.RedisPrefix))
+	}
+	if !validName(c.TopicPrefix) {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_TOPIC_PREFIX=%q: want letters, digits, '_', '-' or '.'", c.TopicPrefix))
+	}
+	if len(c.JWTSecret) < 16 {
+		errs = append(errs, errors.New("LEADERBOARD_JWT_SECRET: want at least 16 characters"))
+	}
+	return c, errors.Join(errs...)
+}
+
+// UsesDevSecret reports whether the JWT secret is the documented development one.
+func (c Config) UsesDevSecret() bool { return c.JWTSecret == DevJWTSecret }
+
+// LogValue masks secrets when the configuration is logged with slog.
+func (c Config) LogValue() slog.Value {
+	roles := make([]string, 0, len(c.Roles))
+	for _, r := range []string{RoleAPI, RoleRelay, RoleProjector} {
+		if c.Roles[r] {
+			roles = append(roles, r)
+		}
+	}
+	kafka := strings.Join(c.KafkaBrokers, ",")
+	if c.EmbeddedKafka {
+		kafka = EmbeddedKafka + " (" + c.KafkaDataDir + ")"
+	}
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("postgres_url", maskURL(c.PostgresURL)),
+		slog.String("redis_url", maskURL(c.RedisURL)),
+		slog.String("redis_prefix", c.RedisPrefix),
+		slog.String("kafka_brokers", kafka),
+		slog.String("topic_prefix", c.TopicPrefix),
+		slog.Int("score_partitions", c.ScorePartitions),
+		slog.Int("outbox_shards", c.OutboxShards),
+		slog.String("jwt_secret", "***"),
+		slog.String("roles", strings.Join(roles, ",")),
+		slog.String("timezone", c.Timezone.String()),
+	)
+}
+
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "***"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "***")
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") || strings.Contains(strings.ToLower(k), "secret") {
+			q.Set(k, "***")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func splitHostPort(addr string) (string, string, error) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", "", errors.New("want host:port")
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil || port < 0 || port > 65535 {
+		return "", "", errors.New("want host:port with a numeric port")
+	}
+	return addr[:i], addr[i+1:], nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,293 @@
+package configs_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/openleaderboard/leaderboard/configs"
+)
+
+// env returns a fake getenv over the given variables.
+func env(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	for name, vars := range map[string]map[string]string{
+		"unset": nil,
+		// Blank values count as unset.
+		"blank": {
+			"LEADERBOARD_HTTP_ADDR": " ", "LEADERBOARD_POSTGRES_URL": "", "LEADERBOARD_REDIS_URL": "\t",
+			"LEADERBOARD_KAFKA_BROKERS": "  ", "LEADERBOARD_ROLES": " ", "LEADERBOARD_TIMEZONE": "", "LEADERBOARD_JWT_SECRET": " ",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := configs.Load(env(vars))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			// The documented defaults (API.md, "Running it").
+			if c.HTTPAddr != "127.0.0.1:8080" {
+				t.Errorf("HTTPAddr = %q", c.HTTPAddr)
+			}
+			if c.PostgresURL != "postgres://postgres@127.0.0.1:5432/leaderboard?sslmode=disable" {
+				t.Errorf("PostgresURL = %q", c.PostgresURL)
+			}
+			if c.RedisURL != "redis://127.0.0.1:6379/0" {
+				t.Errorf("RedisURL = %q", c.RedisURL)
+			}
+			if !c.EmbeddedKafka || len(c.KafkaBrokers) != 0 {
+				t.Errorf("EmbeddedKafka = %v, KafkaBrokers = %v; want embedded and no brokers", c.EmbeddedKafka, c.KafkaBrokers)
+			}
+			for _, r := range []string{configs.RoleAPI, configs.RoleRelay, configs.RoleProjector} {
+				if !c.Runs(r) {
+					t.Errorf("default roles do not include %s", r)
+				}
+			}
+			if len(c.Roles) != 3 {
+				t.Errorf("Roles = %v", c.Roles)
+			}
+			if c.Timezone == nil || c.Timezone.String() != "UTC" {
+				t.Errorf("Timezone = %v, want UTC", c.Timezone)
+			}
+			if c.JWTSecret != configs.DevJWTSecret || !c.UsesDevSecret() {
+				t.Errorf("JWTSecret = %q, want the documented development secret", c.JWTSecret)
+			}
+			if c.OutboxShards < 1 || c.ScorePartitions < 1 || c.TopN < 10 || c.RedisPrefix == "" || c.TopicPrefix == "" {
+				t.Errorf("internal defaults out of range: %+v", c)
+			}
+			b, ok := c.Board("global")
+			if !ok || b.Operator != "best" || b.Period != "all_time" {
+				t.Errorf("Board(global) = %+v, %v; want best all_time", b, ok)
+			}
+			if _, ok := c.Board("no-such-board"); ok {
+				t.Errorf("Board(no-such-board) found")
+			}
+		})
+	}
+}
+
+func TestLoadValidValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		vars  map[string]string
+		check func(t *testing.T, c configs.Config)
+	}{
+		{"one role", map[string]string{"LEADERBOARD_ROLES": "relay"}, func(t *testing.T, c configs.Config) {
+			if !c.Runs(configs.RoleRelay) || c.Runs(configs.RoleAPI) || c.Runs(configs.RoleProjector) {
+				t.Errorf("Roles = %v, want relay only", c.Roles)
+			}
+		}},
+		{"roles list with spaces", map[string]string{"LEADERBOARD_ROLES": " api , projector "}, func(t *testing.T, c configs.Config) {
+			if !c.Runs(configs.RoleAPI) || !c.Runs(configs.RoleProjector) || c.Runs(configs.RoleRelay) {
+				t.Errorf("Roles = %v, want api and projector", c.Roles)
+			}
+		}},
+		{"timezone", map[string]string{"LEADERBOARD_TIMEZONE": "Europe/Paris"}, func(t *testing.T, c configs.Config) {
+			if c.Timezone.String() != "Europe/Paris" {
+				t.Errorf("Timezone = %v", c.Timezone)
+			}
+		}},
+		{"brokers", map[string]string{"LEADERBOARD_KAFKA_BROKERS": "kafka-1:9092, kafka-2:9093"}, func(t *testing.T, c configs.Config) {
+			if c.EmbeddedKafka || strings.Join(c.KafkaBrokers, ",") != "kafka-1:9092,kafka-2:9093" {
+				t.Errorf("EmbeddedKafka = %v, KafkaBrokers = %q", c.EmbeddedKafka, c.KafkaBrokers)
+			}
+		}},
+		{"secret of 16 characters", map[string]string{"LEADERBOARD_JWT_SECRET": "0123456789abcdef"}, func(t *testing.T, c configs.Config) {
+			if c.JWTSecret != "0123456789abcdef" || c.UsesDevSecret() {
+				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"outbox shards", map[string]string{"LEADERBOARD_OUTBOX_SHARDS": "8"}, func(t *testing.T, c configs.Config) {
+			if c.OutboxShards != 8 {
+				t.Errorf("OutboxShards = %d", c.OutboxShards)
+			}
+		}},
+		{"postgresql scheme and rediss", map[string]string{
+			"LEADERBOARD_POSTGRES_URL": "postgresql://lb:pw@db.internal:5433/scores",
+			"LEADERBOARD_REDIS_URL":    "rediss://cache.internal:6380/2",
+			"LEADERBOARD_HTTP_ADDR":    ":9000",
+		}, func(t *testing.T, c configs.Config) {
+			if c.PostgresURL != "postgresql://lb:pw@db.internal:5433/scores" || c.RedisURL != "rediss://cache.internal:6380/2" || c.HTTPAddr != ":9000" {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := configs.Load(env(tt.vars))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		variable, value string
+	}{
+		{"LEADERBOARD_ROLES", "worker"},
+		{"LEADERBOARD_ROLES", "api,reporter"},
+		{"LEADERBOARD_ROLES", "API"},
+		{"LEADERBOARD_ROLES", ","},
+		{"LEADERBOARD_TIMEZONE", "Mars/Olympus_Mons"},
+		{"LEADERBOARD_TIMEZONE", "not a zone"},
+		{"LEADERBOARD_KAFKA_BROKERS", "nohostport"},
+		{"LEADERBOARD_KAFKA_BROKERS", "kafka:9092,nohostport"},
+		{"LEADERBOARD_KAFKA_BROKERS", "kafka:port"},
+		{"LEADERBOARD_KAFKA_BROKERS", "kafka:70000"},
+		{"LEADERBOARD_JWT_SECRET", "tooShortSecret"},
+		{"LEADERBOARD_JWT_SECRET", "0123456789abcde"}, // 15 characters
+		{"LEADERBOARD_OUTBOX_SHARDS", "two"},
+		{"LEADERBOARD_OUTBOX_SHARDS", "1.5"},
+		{"LEADERBOARD_OUTBOX_SHARDS", "0"},
+		{"LEADERBOARD_OUTBOX_SHARDS", "-3"},
+		{"LEADERBOARD_SCORE_PARTITIONS", "many"},
+		{"LEADERBOARD_TOP_N", "5"},
+		{"LEADERBOARD_POSTGRES_URL", "mysql://root@127.0.0.1:3306/leaderboard"},
+		{"LEADERBOARD_POSTGRES_URL", "http://127.0.0.1:5432/leaderboard"},
+		{"LEADERBOARD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432"}, // no database
+		{"LEADERBOARD_POSTGRES_URL", "127.0.0.1:5432"},
+		{"LEADERBOARD_REDIS_URL", "http://127.0.0.1:6379/0"},
+		{"LEADERBOARD_HTTP_ADDR", "localhost"},
+		{"LEADERBOARD_HTTP_ADDR", "localhost:http"},
+		{"LEADERBOARD_LOG_LEVEL", "verbose"},
+		{"LEADERBOARD_REDIS_PREFIX", "lb prod"},
+		{"LEADERBOARD_TOPIC_PREFIX", "a/b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := configs.Load(env(map[string]string{tt.variable: tt.value}))
+			if err == nil {
+				t.Fatalf("Load accepted %s=%q", tt.variable, tt.value)
+			}
+			if !strings.Contains(err.Error(), tt.variable) {
+				t.Errorf("error %q does not name %s", err, tt.variable)
+			}
+			// Only the bad variable is reported.
+			for _, other := range []string{"LEADERBOARD_ROLES", "LEADERBOARD_TIMEZONE", "LEADERBOARD_KAFKA_BROKERS", "LEADERBOARD_JWT_SECRET",
+				"LEADERBOARD_OUTBOX_SHARDS", "LEADERBOARD_POSTGRES_URL", "LEADERBOARD_REDIS_URL", "LEADERBOARD_HTTP_ADDR"} {
+				if other != tt.variable && strings.Contains(err.Error(), other) {
+					t.Errorf("error %q also blames %s", err, other)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryBadValue(t *testing.T) {
+	t.Parallel()
+	bad := map[string]string{
+		"LEADERBOARD_ROLES":         "api,worker",
+		"LEADERBOARD_TIMEZONE":      "Nowhere/City",
+		"LEADERBOARD_KAFKA_BROKERS": "nohostport",
+		"LEADERBOARD_JWT_SECRET":    "short",
+		"LEADERBOARD_OUTBOX_SHARDS": "four",
+		"LEADERBOARD_POSTGRES_URL":  "mysql://root@localhost/db",
+	}
+	_, err := configs.Load(env(bad))
+	if err == nil {
+		t.Fatal("Load accepted six bad values")
+	}
+	for name := range bad {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s:\n%v", name, err)
+		}
+	}
+}
+
+func TestLoadErrorsDoNotLeakSecrets(t *testing.T) {
+	t.Parallel()
+	_, err := configs.Load(env(map[string]string{
+		"LEADERBOARD_JWT_SECRET":   "Sh0rtJwtKey",
+		"LEADERBOARD_POSTGRES_URL": "mysql://root:PgPassw0rdLeak@localhost/db",
+		"LEADERBOARD_REDIS_URL":    "http://:RedisPassw0rdLeak@localhost:6379",
+	}))
+	if err == nil {
+		t.Fatal("Load accepted bad values")
+	}
+	for _, secret := range []string{"Sh0rtJwtKey", "PgPassw0rdLeak", "RedisPassw0rdLeak"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error text contains the secret %q: %v", secret, err)
+		}
+	}
+}
+
+func TestLogValueMasksSecrets(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		vars    map[string]string
+		secrets []string
+		want    []string // visible parts that must still be logged
+	}{
+		{
+			name: "jwt secret and userinfo passwords",
+			vars: map[string]string{
+				"LEADERBOARD_JWT_SECRET":   "JwtSecretValue-0123456789",
+				"LEADERBOARD_POSTGRES_URL": "postgres://lb:PgSecretPw@db.internal:5432/leaderboard?sslmode=disable",
+				"LEADERBOARD_REDIS_URL":    "redis://default:RedisSecretPw@cache.internal:6379/0",
+			},
+			secrets: []string{"JwtSecretValue-0123456789", "PgSecretPw", "RedisSecretPw"},
+			want:    []string{"db.internal:5432", "cache.internal:6379", "127.0.0.1:8080"},
+		},
+		{
+			name: "password only and escaped characters",
+			vars: map[string]string{
+				"LEADERBOARD_POSTGRES_URL": "postgres://lb:p%40ss%2FWordX@db.internal/leaderboard",
+				"LEADERBOARD_REDIS_URL":    "redis://:RedisOnlyPw@cache.internal:6379/0",
+			},
+			secrets: []string{"p%40ss%2FWordX", "p@ss/WordX", "ss%2FWordX", "RedisOnlyPw", configs.DevJWTSecret},
+			want:    []string{"db.internal", "cache.internal"},
+		},
+		{
+			// pgx reads a password from the query string as well.
+			name: "password in the query string",
+			vars: map[string]string{
+				"LEADERBOARD_POSTGRES_URL": "postgres://lb@db.internal:5432/leaderboard?sslmode=disable&password=QuerySecretPw",
+			},
+			secrets: []string{"QuerySecretPw"},
+			want:    []string{"db.internal:5432"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := configs.Load(env(tt.vars))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			var buf bytes.Buffer
+			slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})).Info("starting", "config", c)
+			out := buf.String()
+			var rec map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+				t.Fatalf("log line is not JSON: %v\n%s", err, out)
+			}
+			if _, ok := rec["config"].(map[string]any); !ok {
+				t.Fatalf("config was not logged as a group: %s", out)
+			}
+			for _, s := range tt.secrets {
+				if strings.Contains(out, s) {
+					t.Errorf("log contains the secret %q:\n%s", s, out)
+				}
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("log lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package handlers
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// changePublisher publishes LeaderboardChanged off the projector's hot path. It keeps
+// only the newest top of each board and period, so a slow broker delays notifications
+// and coalesces them, but never holds up applying scores. Notifications are best effort:
+// the top is in Redis already, and a lost one only delays a push.
+type changePublisher struct {
+	pub        message.Publisher
+	topic      string
+	usersTopic string
+	logger     *slog.Logger
+	maxPending int
+
+	mu      sync.Mutex
+	pending map[string]messages.LeaderboardChanged
+	users   map[string]map[string]bool // board:period -> users whose entries changed
+	wake    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+func newChangePublisher(pub message.Publisher, topic, usersTopic string, logger *slog.Logger) *changePublisher {
+	c := &changePublisher{
+		pub: pub, topic: topic, usersTopic: usersTopic, logger: logger, maxPending: 100_000,
+		pending: map[string]messages.LeaderboardChanged{}, users: map[string]map[string]bool{},
+		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	go c.run()
+	return c
+}
+
+// offer queues the board's new top, replacing an older one not yet published.
+func (c *changePublisher) offer(board, period string, top storage.Top) {
+	ev := messages.LeaderboardChanged{
+		EventID: watermill.NewUUID(), Board: board, Period: period, Version: top.Version, OccurredAt: time.Now().UTC(),
+		Entries: make([]messages.Entry, len(top.Entries)),
+	}
+	for i, e := range top.Entries {
+		ev.Entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
+	}
+	key := board + ":" + period
+	c.mu.Lock()
+	if cur, ok := c.pending[key]; !ok || cur.Version < ev.Version {
+		c.pending[key] = ev
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// offerUsers queues the users whose entries a batch changed on a board. Past maxPending
+// users waiting, new ones are dropped (their streams still see the top-N).
+func (c *changePublisher) offerUsers(board, period string, users []string) {
+	if c.usersTopic == "" || len(users) == 0 {
+		return
+	}
+	key := board + ":" + period
+	c.mu.Lock()
+	set := c.users[key]
+	if set == nil {
+		set = map[string]bool{}
+		c.users[key] = set
+	}
+	for _, u := range users {
+		if len(set) < c.maxPending {
+			set[u] = true
+		}
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *changePublisher) run() {
+	defer close(c.stopped)
+	for {
+		select {
+		case <-c.wake:
+			c.flush()
+		case <-c.done:
+			c.flush()
+			return
+		}
+	}
+}
+
+func (c *changePublisher) flush() {
+	c.mu.Lock()
+	batch, users := c.pending, c.users
+	c.pending, c.users = map[string]messages.LeaderboardChanged{}, map[string]map[string]bool{}
+	c.mu.Unlock()
+	for key, set := range users {
+		board, period, _ := strings.Cut(key, ":")
+		ev := messages.ScoresApplied{EventID: watermill.NewUUID(), Board: board, Period: period, OccurredAt: time.Now().UTC()}
+		for u := range set {
+			ev.UserIDs = append(ev.UserIDs, u)
+		}
+		c.publish(c.usersTopic, key, ev.EventID, ev)
+	}
+	for key, ev := range batch {
+		c.publish(c.topic, key, ev.EventID, ev)
+	}
+}
+
+func (c *changePublisher) publish(topic, key, id string, ev any) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		c.logger.Error("marshal notification", "topic", topic, "err", err)
+		return
+	}
+	msg := message.NewMessage(id, body)
+	msg.Metadata.Set(messages.MetaPartitionKey, key)
+	if err := c.pub.Publish(topic, msg); err != nil {
+		c.logger.Warn("publish notification failed", "topic", topic, "key", key, "err", err)
+	}
+}
+
+// close publishes what is pending and stops.
+func (c *changePublisher) close() {
+	close(c.done)
+	<-c.stopped
+}

@@ -1,0 +1,299 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+// Errors a stream can be refused with.
+var (
+	errTooManyStreams     = errors.New("too many realtime streams")
+	errShuttingDown       = errors.New("shutting down")
+	errTooManyUserStreams = errors.New("too many realtime streams for this user")
+)
+
+// HubConfig bounds the realtime hub.
+type HubConfig struct {
+	// Window is the coalescing window: at most one leaderboard event per board and client
+	// per window (default 250 ms).
+	Window time.Duration
+	// MaxStreams and MaxStreamsPerUser cap open streams (defaults 19,000 and 5).
+	MaxStreams        int
+	MaxStreamsPerUser int
+	// MaxBehind is how long a client may leave a snapshot unsent before it is dropped
+	// (default 10 s).
+	MaxBehind time.Duration
+	// TopSize is how many entries a leaderboard event carries (default 10).
+	TopSize int
+}
+
+func (c *HubConfig) setDefaults() {
+	if c.Window <= 0 {
+		c.Window = 250 * time.Millisecond
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 19_000
+	}
+	if c.MaxStreamsPerUser <= 0 {
+		c.MaxStreamsPerUser = 5
+	}
+	if c.MaxBehind <= 0 {
+		c.MaxBehind = 10 * time.Second
+	}
+	if c.TopSize <= 0 {
+		c.TopSize = 10
+	}
+}
+
+// frame is one rendered SSE event.
+type frame struct {
+	version int64 // 0 for events without an id
+	data    []byte
+}
+
+// Hub fans board snapshots and per-user rank updates out to SSE clients. Each client
+// holds only the newest snapshot not yet written, so a slow client gets coalesced
+// updates and never a superseded one; a client that stays behind is dropped.
+type Hub struct {
+	cfg    HubConfig
+	boards BoardReader
+
+	mu      sync.Mutex
+	latest  map[string]frame // board:period -> newest snapshot
+	clients map[string]map[*client]bool
+	byUser  map[string]map[*client]bool
+	total   int
+	closed  bool
+	done    chan struct{}
+
+	streams prometheus.Gauge
+	dropped prometheus.Counter
+	sent    *prometheus.CounterVec
+}
+
+// NewHub returns a hub reading user ranks from boards.
+func NewHub(cfg HubConfig, boards BoardReader, reg prometheus.Registerer) *Hub {
+	cfg.setDefaults()
+	h := &Hub{
+		cfg: cfg, boards: boards, latest: map[string]frame{}, clients: map[string]map[*client]bool{},
+		byUser: map[string]map[*client]bool{}, done: make(chan struct{}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "leaderboard_sse_clients", Help: "Open realtime streams."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "leaderboard_sse_dropped_total", Help: "Streams closed because the client stayed behind or a write failed."}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leaderboard_sse_events_total", Help: "Events written to realtime streams, by event name."},
+			[]string{"event"}),
+	}
+	if reg != nil {
+		reg.MustRegister(h.streams, h.dropped, h.sent)
+	}
+	return h
+}
+
+type client struct {
+	user, key string
+	wake      chan struct{}
+	gone      chan struct{}
+	goneOnce  sync.Once
+
+	mu           sync.Mutex
+	top          *frame    // newest snapshot not yet written
+	topSince     time.Time // when top became pending
+	lastVersion  int64     // newest snapshot version queued or written
+	userEvents   []frame
+	lastTopWrite time.Time
+}
+
+func (c *client) drop() { c.goneOnce.Do(func() { close(c.gone) }) }
+
+func (c *client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// offerTop queues a snapshot if it is newer than what the client has; it reports false
+// when the client has had an unsent snapshot for longer than maxBehind.
+func (c *client) offerTop(f frame, maxBehind time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.version <= c.lastVersion {
+		return true
+	}
+	now := time.Now()
+	if c.top != nil && now.Sub(c.topSince) > maxBehind {
+		return false
+	}
+	if c.top == nil {
+		c.topSince = now
+	}
+	c.top, c.lastVersion = &f, f.version
+	c.signal()
+	return true
+}
+
+// take returns what the client should write now: the pending snapshot once the window
+// since the last one has passed (wait says how long until then), and user events.
+func (c *client) take(window time.Duration) (top *frame, users []frame, wait time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	users, c.userEvents = c.userEvents, nil
+	if c.top != nil {
+		if since := time.Since(c.lastTopWrite); since < window {
+			return nil, users, window - since
+		}
+		top, c.top = c.top, nil
+		c.lastTopWrite = time.Now()
+	}
+	return top, users, 0
+}
+
+// register adds a stream, enforcing the caps. The client is taken to hold version
+// lastVersion already (-1: none), so nothing older or equal is ever queued for it.
+func (h *Hub) register(user, key string, lastVersion int64) (*client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errShuttingDown
+	}
+	if h.total >= h.cfg.MaxStreams {
+		return nil, errTooManyStreams
+	}
+	if len(h.byUser[user]) >= h.cfg.MaxStreamsPerUser {
+		return nil, errTooManyUserStreams
+	}
+	c := &client{user: user, key: key, wake: make(chan struct{}, 1), gone: make(chan struct{}), lastVersion: lastVersion}
+	if h.clients[key] == nil {
+		h.clients[key] = map[*client]bool{}
+	}
+	if h.byUser[user] == nil {
+		h.byUser[user] = map[*client]bool{}
+	}
+	h.clients[key][c], h.byUser[user][c] = true, true
+	h.total++
+	h.streams.Inc()
+	return c, nil
+}
+
+func (h *Hub) unregister(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.clients[c.key][c] {
+		return
+	}
+	delete(h.clients[c.key], c)
+	delete(h.byUser[c.user], c)
+	if len(h.byUser[c.user]) == 0 {
+		delete(h.byUser, c.user)
+	}
+	h.total--
+	h.streams.Dec()
+}
+
+// PublishTop takes a board's new top-N (from the notification handler). Older versions
+// than the newest seen are ignored, so versions only increase.
+func (h *Hub) PublishTop(board, period string, version int64, entries []messages.Entry) {
+	f := h.renderTop(board, period, version, entries)
+	key := board + ":" + period
+	h.mu.Lock()
+	if cur, ok := h.latest[key]; ok && cur.version >= version {
+		h.mu.Unlock()
+		return
+	}
+	h.latest[key] = f
+	targets := make([]*client, 0, len(h.clients[key]))
+	for c := range h.clients[key] {
+		targets = append(targets, c)
+	}
+	h.mu.Unlock()
+	for _, c := range targets {
+		if !c.offerTop(f, h.cfg.MaxBehind) {
+			h.dropped.Inc()
+			c.drop()
+		}
+	}
+}
+
+// UsersChanged tells the users' open streams their new score and rank on the board.
+func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []string) {
+	key := board + ":" + period
+	for _, u := range users {
+		h.mu.Lock()
+		var targets []*client
+		for c := range h.byUser[u] {
+			if c.key == key {
+				targets = append(targets, c)
+			}
+		}
+		h.mu.Unlock()
+		if len(targets) == 0 {
+			continue
+		}
+		e, err := h.boards.User(ctx, board, period, u)
+		if err != nil {
+			continue // the next change, or a reconnect, brings it
+		}
+		data, _ := json.Marshal(map[string]any{
+			"user_id": u, "board": board, "score": e.Score, "rank": e.Rank, "ts": time.Now().UTC(),
+		})
+		for _, c := range targets {
+			c.mu.Lock()
+			if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
+				c.userEvents = append(c.userEvents, frame{data: data})
+			} else {
+				c.userEvents[len(c.userEvents)-1] = frame{data: data}
+			}
+			c.mu.Unlock()
+			c.signal()
+		}
+	}
+}
+
+// snapshot returns the newest top the hub has seen, or reads it from Redis.
+func (h *Hub) snapshot(ctx context.Context, board, period string) (frame, error) {
+	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
+	if err != nil {
+		return frame{}, err
+	}
+	entries := make([]messages.Entry, len(top.Entries))
+	for i, e := range top.Entries {
+		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
+	}
+	f := h.renderTop(board, period, top.Version, entries)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := h.latest[board+":"+period]; ok && cur.version > f.version {
+		return cur, nil
+	}
+	return f, nil
+}
+
+func (h *Hub) renderTop(board, period string, version int64, entries []messages.Entry) frame {
+	if len(entries) > h.cfg.TopSize {
+		entries = entries[:h.cfg.TopSize]
+	}
+	if entries == nil {
+		entries = []messages.Entry{}
+	}
+	data, _ := json.Marshal(map[string]any{
+		"board": board, "period": period, "version": version, "entries": entries, "ts": time.Now().UTC(),
+	})
+	return frame{version: version, data: data}
+}
+
+// Close ends every stream; new ones are refused.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	close(h.done)
+}

@@ -1,0 +1,120 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	accepts  *prometheus.CounterVec
+	degraded prometheus.Counter
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
+	m := httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaderboard_http_requests_total", Help: "HTTP requests by route, method and status."},
+			[]string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "leaderboard_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
+			[]string{"route", "method"}),
+		accepts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaderboard_score_submissions_total", Help: "Score submissions by outcome (accepted, duplicate, unchanged, conflict, rejected, unavailable)."},
+			[]string{"outcome"}),
+		degraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leaderboard_degraded_reads_total", Help: "Reads answered from PostgreSQL because Redis was unavailable."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.latency, m.accepts, m.degraded)
+	}
+	return m
+}
+
+type requestIDKey struct{}
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// requestID takes X-Request-ID when it is a sane id, or makes one; it is echoed back and
+// becomes the correlation id of the commands the request publishes.
+func (s *server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-ID")
+		if !messages.ValidEventID(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set("X-Request-ID", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe records request metrics by route pattern, and logs server errors.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
+		s.metrics.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		if sw.status >= 500 {
+			s.Logger.Warn("request failed", "method", r.Method, "route", route, "status", sw.status,
+				"request_id", requestIDFrom(r.Context()), "took", time.Since(start))
+		}
+	})
+}
+
+func (s *server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.Logger.Error("panic in handler", "panic", v, "request_id", requestIDFrom(r.Context()))
+				writeError(w, r, http.StatusInternalServerError, "internal", "internal error", "")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,58 @@
+// Package messages holds the wire contracts of the pipeline: commands and events,
+// JSON-encoded with snake_case fields. It imports nothing but the standard library.
+package messages
+
+import "time"
+
+// Metadata keys set on every pipeline message.
+const (
+	// MetaEventID carries the client's (or generated) event id.
+	MetaEventID = "event_id"
+	// MetaPartitionKey is the Kafka partition key (the user id for score events).
+	MetaPartitionKey = "partition_key"
+	// MetaCorrelationID follows a request from HTTP through the outbox and Kafka.
+	MetaCorrelationID = "correlation_id"
+	// MetaAcceptedAt is the RFC 3339 (nanosecond) time the API accepted the command.
+	MetaAcceptedAt = "accepted_at"
+)
+
+// ScoreSubmitted is the command the API publishes once a score is accepted: apply
+// Value to the user's entry of Board/Period with the board's operator.
+type ScoreSubmitted struct {
+	EventID    string    `json:"event_id"`
+	Board      string    `json:"board"`
+	Period     string    `json:"period"`
+	UserID     string    `json:"user_id"`
+	NickName   string    `json:"nick_name,omitempty"`
+	Value      int64     `json:"value"`
+	OccurredAt time.Time `json:"occurred_at"`
+}
+
+// LeaderboardChanged is published by the projector when a board's cached top-N changed.
+type LeaderboardChanged struct {
+	EventID    string    `json:"event_id"`
+	Board      string    `json:"board"`
+	Period     string    `json:"period"`
+	Version    int64     `json:"version"`
+	Entries    []Entry   `json:"entries"`
+	OccurredAt time.Time `json:"occurred_at"`
+}
+
+// Entry is one ranked row of a board.
+type Entry struct {
+	Rank      int64     `json:"rank"`
+	UserID    string    `json:"user_id"`
+	Score     int64     `json:"score"`
+	NickName  string    `json:"nick_name,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ScoresApplied is published by the projector after a batch: the users whose entries
+// changed on a board, so API processes can tell those users their new score and rank.
+type ScoresApplied struct {
+	EventID    string    `json:"event_id"`
+	Board      string    `json:"board"`
+	Period     string    `json:"period"`
+	UserIDs    []string  `json:"user_ids"`
+	OccurredAt time.Time `json:"occurred_at"`
+}

@@ -1,0 +1,70 @@
+package messages
+
+import (
+	"errors"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ValidUserID reports whether s is a user id: 1 to 64 of [A-Za-z0-9_.:-].
+func ValidUserID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidEventID reports whether s is an event id: 1 to 64 printable characters.
+func ValidEventID(s string) bool {
+	n := utf8.RuneCountInString(s)
+	if n == 0 || n > 64 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// CleanNickName keeps a display name printable and at most 64 characters.
+func CleanNickName(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		if len(out) == 64 {
+			break
+		}
+		if unicode.IsPrint(r) && r != '\t' {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+// Validate checks the fields every ScoreSubmitted must have.
+func (c ScoreSubmitted) Validate() error {
+	var errs []error
+	if !ValidEventID(c.EventID) {
+		errs = append(errs, errors.New("invalid event_id"))
+	}
+	if !ValidUserID(c.UserID) {
+		errs = append(errs, errors.New("invalid user_id"))
+	}
+	if c.Board == "" || c.Period == "" {
+		errs = append(errs, errors.New("missing board or period"))
+	}
+	if c.OccurredAt.IsZero() {
+		errs = append(errs, errors.New("missing occurred_at"))
+	}
+	if c.NickName != CleanNickName(c.NickName) {
+		errs = append(errs, errors.New("invalid nick_name"))
+	}
+	return errors.Join(errs...)
+}

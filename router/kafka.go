@@ -1,0 +1,145 @@
+// Package router wires the Watermill routers of the pipeline: the relay (SQL outbox to
+// Kafka) and the projector (Kafka to PostgreSQL and Redis), with their publishers,
+// subscribers and middleware. It holds no business rules.
+package router
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+// KafkaVersion is the protocol version spoken to the brokers (Apache Kafka 3.6+; kfake).
+var KafkaVersion = sarama.V3_6_0_0
+
+// Topics are the Kafka topics of one deployment.
+type Topics struct {
+	Scores          string
+	ScorePartitions int32
+	// Notifications carries LeaderboardChanged, compacted, keyed by board and period.
+	Notifications string
+	// UserUpdates carries ScoresApplied (which users' entries changed), kept an hour.
+	UserUpdates string
+}
+
+// NewTopics names the topics under a prefix.
+func NewTopics(prefix string, scorePartitions int) Topics {
+	return Topics{Scores: prefix + ".score-events", ScorePartitions: int32(scorePartitions),
+		Notifications: prefix + ".notifications", UserUpdates: prefix + ".user-updates"}
+}
+
+// EmbeddedKafka is the in-process Kafka-protocol broker of `make run` and the tests.
+type EmbeddedKafka struct {
+	cluster *kfake.Cluster
+}
+
+// StartEmbeddedKafka starts a single-broker kfake cluster persisting to dataDir (no
+// persistence when empty) on the given port (0 picks a free one).
+func StartEmbeddedKafka(dataDir string, port int) (*EmbeddedKafka, error) {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port), kfake.ClusterID("leaderboard-embedded")}
+	if dataDir != "" {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("embedded kafka data dir: %w", err)
+		}
+		opts = append(opts, kfake.DataDir(dataDir))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded kafka: %w", err)
+	}
+	return &EmbeddedKafka{cluster: c}, nil
+}
+
+// Addrs returns the broker addresses.
+func (e *EmbeddedKafka) Addrs() []string { return e.cluster.ListenAddrs() }
+
+// Close stops the broker, flushing what it persists.
+func (e *EmbeddedKafka) Close() { e.cluster.Close() }
+
+// EnsureTopics creates the topics that do not exist yet: the score events partitioned
+// by user, and the compacted notifications keyed by board and period.
+func EnsureTopics(brokers []string, t Topics) error {
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	admin, err := sarama.NewClusterAdmin(brokers, cfg)
+	if err != nil {
+		return fmt.Errorf("kafka admin: %w", err)
+	}
+	defer admin.Close()
+	compact, hour := "compact", "3600000"
+	want := map[string]*sarama.TopicDetail{
+		t.Scores:        {NumPartitions: t.ScorePartitions, ReplicationFactor: -1},
+		t.Notifications: {NumPartitions: 3, ReplicationFactor: -1, ConfigEntries: map[string]*string{"cleanup.policy": &compact}},
+		t.UserUpdates:   {NumPartitions: 3, ReplicationFactor: -1, ConfigEntries: map[string]*string{"retention.ms": &hour}},
+	}
+	existing, err := admin.ListTopics()
+	if err != nil {
+		return fmt.Errorf("kafka list topics: %w", err)
+	}
+	for name, detail := range want {
+		if _, ok := existing[name]; ok {
+			continue
+		}
+		err := admin.CreateTopic(name, detail, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("kafka create topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// partitionKey takes the Kafka key from the message metadata: the user id for score
+// events, board and period for notifications.
+func partitionKey(_ string, msg *message.Message) (string, error) {
+	return msg.Metadata.Get(messages.MetaPartitionKey), nil
+}
+
+var marshaler = kafka.NewWithPartitioningMarshaler(partitionKey)
+
+// NewKafkaPublisher returns a synchronous, idempotent publisher that waits for all
+// in-sync replicas. Each role gets its own: a router closes the publishers it is given.
+func NewKafkaPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka.Publisher, error) {
+	cfg := kafka.DefaultSaramaSyncPublisherConfig()
+	cfg.Version = KafkaVersion
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Retry.Max = 10
+	cfg.Producer.Retry.Backoff = 100 * time.Millisecond
+	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Marshaler: marshaler, OverwriteSaramaConfig: cfg}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("kafka publisher: %w", err)
+	}
+	return pub, nil
+}
+
+// NewKafkaSubscriber returns a consumer-group subscriber starting from the oldest offset
+// when the group has none, committing marked offsets automatically.
+func NewKafkaSubscriber(brokers []string, group string, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+	cfg := kafka.DefaultSaramaSubscriberConfig()
+	cfg.Version = KafkaVersion
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	cfg.Consumer.Offsets.AutoCommit.Interval = 500 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.Timeout = 60 * time.Second
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
+		Brokers: brokers, Unmarshaler: marshaler, OverwriteSaramaConfig: cfg, ConsumerGroup: group,
+		NackResendSleep: 100 * time.Millisecond, ReconnectRetrySleep: time.Second,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("kafka subscriber: %w", err)
+	}
+	return sub, nil
+}

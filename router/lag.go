@@ -1,0 +1,69 @@
+package router
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// consumerLag reports, at scrape time, how far a consumer group is behind on each
+// partition of a topic (newest offset minus committed offset).
+type consumerLag struct {
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+	group  string
+	topic  string
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+}
+
+// NewConsumerLagCollector returns a collector of leaderboard_kafka_consumer_lag; Close
+// its client with the returned func.
+func NewConsumerLagCollector(brokers []string, group, topic string) (prometheus.Collector, func() error, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka lag client: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("kafka lag admin: %w", err)
+	}
+	c := &consumerLag{client: client, admin: admin, group: group, topic: topic,
+		desc: prometheus.NewDesc("leaderboard_kafka_consumer_lag", "Messages of the topic the consumer group has not committed yet, per partition.",
+			[]string{"group", "topic", "partition"}, nil)}
+	return c, admin.Close, nil
+}
+
+func (c *consumerLag) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *consumerLag) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	partitions, err := c.client.Partitions(c.topic)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	committed, err := c.admin.ListConsumerGroupOffsets(c.group, map[string][]int32{c.topic: partitions})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, p := range partitions {
+		newest, err := c.client.GetOffset(c.topic, p, sarama.OffsetNewest)
+		if err != nil {
+			continue
+		}
+		lag := newest
+		if b := committed.GetBlock(c.topic, p); b != nil && b.Offset >= 0 {
+			lag = newest - b.Offset
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(max(lag, 0)), c.group, c.topic, strconv.Itoa(int(p)))
+	}
+}

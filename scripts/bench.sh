@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Benchmarks the whole service as `make run` runs it (embedded Kafka-protocol broker, local
+# PostgreSQL and Redis), driven by cmd/loadgen from a separate process. Used by `make bench`.
+#
+#   bash scripts/bench.sh                          # full default run (about 4 minutes, then ~5 for the fan-out)
+#   BENCH_DURATION=10s BENCH_RATE=2000 bash scripts/bench.sh
+#   bash scripts/bench.sh -concurrency 64 -phases rate   # extra arguments go to loadgen
+#   BENCH_ARGS="-users 5000" bash scripts/bench.sh
+#   BENCH_WRITES=0 bash scripts/bench.sh           # only the fan-out run (scripts/bench-fanout.sh)
+#   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write benchmark
+#   BENCH_FANOUT_SIZES="1000 5000" bash scripts/bench.sh   # fan-out sizes (see bench-fanout.sh)
+#
+# Results: bench-results/summary.json (loadgen's JSON summary), bench-results/loadgen.log,
+# bench-results/service.log. The database leaderboard_bench is dropped and recreated on
+# every run; the run's Redis keys are deleted when it ends. Then, unless BENCH_FANOUT=0,
+# scripts/bench-fanout.sh runs the realtime fan-out benchmark against a fresh service
+# (results in bench-results/fanout*).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${BENCH_WRITES:-1}" = 0 ]; then
+  if [ "${BENCH_FANOUT:-1}" = 0 ]; then
+    echo "bench: BENCH_WRITES=0 and BENCH_FANOUT=0: nothing to run" >&2
+    exit 1
+  fi
+  exec bash scripts/bench-fanout.sh
+fi
+
+results=bench-results
+db=${BENCH_DATABASE:-leaderboard_bench}
+addr=${BENCH_HTTP_ADDR:-127.0.0.1:18080}
+pg_url="postgres://postgres@127.0.0.1:5432/${db}?sslmode=disable"
+redis_url=${BENCH_REDIS_URL:-redis://127.0.0.1:6379/0}
+prefix="bench-$(date +%s)"
+secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+ready_timeout=60
+
+mkdir -p "$results" bin
+bash scripts/services.sh
+
+echo "bench: building bin/leaderboard and bin/loadgen"
+go build -o bin/leaderboard ./cmd/leaderboard
+go build -o bin/loadgen ./cmd/loadgen
+
+echo "bench: recreating database $db"
+psql -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 -q \
+  -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\""
+
+if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc 'SHOW autovacuum')" != on ]; then
+  echo "bench: NOTE: autovacuum is off on this PostgreSQL, so nothing analyzes or vacuums the bench's tables" \
+    "during the run; planner statistics stay those of empty tables"
+fi
+
+kafka_dir=$(mktemp -d -t leaderboard-bench-kafka.XXXXXX)
+service_pid=""
+
+stop_service() {
+  [ -n "$service_pid" ] || return 0
+  if kill -0 "$service_pid" 2>/dev/null; then
+    kill -TERM "$service_pid" 2>/dev/null || true
+    for _ in $(seq 1 300); do kill -0 "$service_pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$service_pid" 2>/dev/null; then
+      echo "bench: service did not stop within 30 s of SIGTERM; killing it" >&2
+      kill -KILL "$service_pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$service_pid" 2>/dev/null || true
+  service_pid=""
+}
+
+# release stops the service and deletes the run's Redis keys and broker data (idempotent).
+released=""
+release() {
+  stop_service
+  [ -z "$released" ] || return 0
+  released=1
+  echo "bench: deleting Redis keys $prefix:*"
+  redis-cli -u "$redis_url" --scan --pattern "$prefix:*" \
+    | xargs -r -n 500 redis-cli -u "$redis_url" unlink >/dev/null || true
+  rm -rf "$kafka_dir"
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  release
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "bench: starting the service on $addr (redis prefix $prefix, log $results/service.log)"
+env \
+  LEADERBOARD_HTTP_ADDR="$addr" \
+  LEADERBOARD_POSTGRES_URL="$pg_url" \
+  LEADERBOARD_REDIS_URL="$redis_url" \
+  LEADERBOARD_REDIS_PREFIX="$prefix" \
+  LEADERBOARD_KAFKA_BROKERS=embedded \
+  LEADERBOARD_KAFKA_DATA_DIR="$kafka_dir" \
+  LEADERBOARD_JWT_SECRET="$secret" \
+  LEADERBOARD_LOG_LEVEL="${LEADERBOARD_LOG_LEVEL:-warn}" \
+  ${LEADERBOARD_OUTBOX_SHARDS:+LEADERBOARD_OUTBOX_SHARDS="$LEADERBOARD_OUTBOX_SHARDS"} \
+  ${LEADERBOARD_SCORE_PARTITIONS:+LEADERBOARD_SCORE_PARTITIONS="$LEADERBOARD_SCORE_PARTITIONS"} \
+  bin/leaderboard >"$results/service.log" 2>&1 &
+service_pid=$!
+
+deadline=$((SECONDS + ready_timeout))
+until curl -fsS -o /dev/null "http://$addr/readyz" 2>/dev/null; do
+  if ! kill -0 "$service_pid" 2>/dev/null; then
+    echo "bench: the service exited before it was ready; last log lines:" >&2
+    tail -n 20 "$results/service.log" >&2
+    exit 1
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "bench: the service was not ready within ${ready_timeout}s; /readyz says:" >&2
+    curl -sS "http://$addr/readyz" >&2 || true
+    echo >&2
+    tail -n 20 "$results/service.log" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+echo "bench: service ready (pid $service_pid)"
+
+args=(-target "http://$addr" -postgres "$pg_url" -redis "$redis_url" -prefix "$prefix" -out "$results/summary.json")
+[ -n "${BENCH_DURATION:-}" ] && args+=(-duration "$BENCH_DURATION")
+[ -n "${BENCH_RATE:-}" ] && args+=(-rate "$BENCH_RATE")
+# BENCH_ARGS is split on whitespace on purpose: it holds loadgen flags.
+# shellcheck disable=SC2206
+[ -n "${BENCH_ARGS:-}" ] && args+=(${BENCH_ARGS})
+args+=("$@")
+
+echo "bench: bin/loadgen ${args[*]}"
+set +e
+LEADERBOARD_JWT_SECRET="$secret" bin/loadgen "${args[@]}" 2>&1 | tee "$results/loadgen.log"
+rc=${PIPESTATUS[0]}
+set -e
+
+if kill -0 "$service_pid" 2>/dev/null; then
+  read -r cpu wall < <(ps -o times=,etimes= -p "$service_pid")
+  echo "bench: service used ${cpu}s of CPU in ${wall}s of wall time (2 cores available)"
+else
+  echo "bench: WARNING: the service is no longer running (crashed during the run?); see $results/service.log" >&2
+  if [ "$rc" -eq 0 ]; then rc=1; fi
+fi
+errors=$(grep -c '"level":"ERROR"' "$results/service.log" || true)
+warnings=$(grep -c '"level":"WARN"' "$results/service.log" || true)
+echo "bench: service log: $errors error and $warnings warning lines ($results/service.log)"
+if [ "$errors" -gt 0 ]; then
+  grep '"level":"ERROR"' "$results/service.log" | cut -c1-300 | sort | uniq -c | sort -rn | head -n 5
+fi
+
+if [ "${BENCH_FANOUT:-1}" != 0 ]; then
+  release
+  echo
+  echo "bench: fan-out benchmark (scripts/bench-fanout.sh; BENCH_FANOUT=0 skips it)"
+  frc=0
+  bash scripts/bench-fanout.sh || frc=$?
+  if [ "$rc" -eq 0 ]; then rc=$frc; fi
+fi
+exit "$rc"

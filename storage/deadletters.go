@@ -1,0 +1,69 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Metadata keys the poison-queue middleware sets on a poisoned message.
+const (
+	metaReason     = "reason_poisoned"
+	metaTopic      = "topic_poisoned"
+	metaHandler    = "handler_poisoned"
+	metaSubscriber = "subscriber_poisoned"
+	// MetaAttempts counts how often a message was poisoned (a requeued one that fails again).
+	MetaAttempts = "poison_attempts"
+)
+
+// DeadLetters is a watermill Publisher that stores poisoned messages in the
+// dead_letters table. The payload is kept as bytes, so malformed messages fit.
+type DeadLetters struct {
+	pool *pgxpool.Pool
+}
+
+// NewDeadLetters returns the dead-letter store.
+func NewDeadLetters(pool *pgxpool.Pool) *DeadLetters { return &DeadLetters{pool: pool} }
+
+// Publish stores the messages; the topic argument is the poison topic and is not kept.
+func (d *DeadLetters) Publish(_ string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		clean := make(map[string]string, len(m.Metadata))
+		for k, v := range m.Metadata {
+			clean[cleanText(k)] = cleanText(v)
+		}
+		meta, err := json.Marshal(clean)
+		if err != nil {
+			return fmt.Errorf("dead letter metadata: %w", err)
+		}
+		// A requeued message carries the attempts of its earlier poisonings.
+		attempts, _ := strconv.Atoi(m.Metadata.Get(MetaAttempts))
+		var eventID *string
+		if id := cleanText(m.Metadata.Get("event_id")); id != "" {
+			eventID = &id
+		}
+		ctx := context.WithoutCancel(m.Context())
+		_, err = d.pool.Exec(ctx, `
+			INSERT INTO dead_letters (uuid, event_id, payload, metadata, reason, topic, handler, subscriber, attempts)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			cleanText(m.UUID), eventID, []byte(m.Payload), meta, clean[metaReason], clean[metaTopic],
+			clean[metaHandler], clean[metaSubscriber], attempts+1)
+		if err != nil {
+			return unavailable("store dead letter", err)
+		}
+	}
+	return nil
+}
+
+// Close does nothing: the pool belongs to the caller.
+func (d *DeadLetters) Close() error { return nil }
+
+// cleanText makes a string storable in a TEXT or JSONB column: valid UTF-8, no NUL.
+func cleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}

@@ -1,0 +1,228 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// DeadLetter is one stored poisoned message.
+type DeadLetter struct {
+	ID         int64
+	UUID       string
+	EventID    string
+	Topic      string
+	Handler    string
+	Subscriber string
+	Reason     string
+	Attempts   int
+	PoisonedAt time.Time
+	Payload    []byte
+	Metadata   map[string]string
+}
+
+// DeadLetterFilter selects dead letters for a bulk requeue.
+type DeadLetterFilter struct {
+	Topic          string
+	ReasonContains string
+	Limit          int
+}
+
+// DeadLetterAdmin inspects, requeues and deletes dead letters. Every change is one
+// transaction that also writes the admin audit trail.
+type DeadLetterAdmin struct {
+	db     *sql.DB
+	schema OutboxSchema
+	shards int
+}
+
+// NewDeadLetterAdmin returns the admin view of the dead letters; requeued messages go
+// through the outbox shards, like accepted commands.
+func NewDeadLetterAdmin(db *sql.DB, schema OutboxSchema, shards int) *DeadLetterAdmin {
+	return &DeadLetterAdmin{db: db, schema: schema, shards: shards}
+}
+
+const deadLetterColumns = `id, uuid, coalesce(event_id, ''), topic, handler, subscriber, reason, attempts, poisoned_at, payload, metadata`
+
+func scanDeadLetter(row interface{ Scan(...any) error }) (DeadLetter, error) {
+	var l DeadLetter
+	var meta []byte
+	if err := row.Scan(&l.ID, &l.UUID, &l.EventID, &l.Topic, &l.Handler, &l.Subscriber, &l.Reason, &l.Attempts, &l.PoisonedAt, &l.Payload, &meta); err != nil {
+		return DeadLetter{}, err
+	}
+	if err := json.Unmarshal(meta, &l.Metadata); err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d metadata: %w", l.ID, err)
+	}
+	return l, nil
+}
+
+// List returns up to limit dead letters older than the cursor id (0: from the newest),
+// newest first, and the cursor of the next page (0 when there is none).
+func (a *DeadLetterAdmin) List(ctx context.Context, limit int, before int64) ([]DeadLetter, int64, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := a.db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
+	if err != nil {
+		return nil, 0, unavailable("list dead letters", err)
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		l, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, 0, unavailable("list dead letters", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, unavailable("list dead letters", err)
+	}
+	var next int64
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// Get returns one dead letter, or ErrNotFound.
+func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error) {
+	l, err := scanDeadLetter(a.db.QueryRowContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return DeadLetter{}, ErrNotFound
+	}
+	return l, unavailable("get dead letter", err)
+}
+
+// Delete drops a dead letter, or returns ErrNotFound.
+func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
+	return a.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		return audit(ctx, tx, actor, "dlq.delete", []int64{id}, nil)
+	})
+}
+
+// Requeue puts one dead letter back on its original topic through the outbox and deletes
+// it, in one transaction: a crash leaves either the dead letter or the outbox row, never
+// both and never neither. It returns ErrNotFound for an unknown id.
+func (a *DeadLetterAdmin) Requeue(ctx context.Context, id int64, actor string) error {
+	return a.inTx(ctx, func(tx *sql.Tx) error {
+		l, err := scanDeadLetter(tx.QueryRowContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = $1 FOR UPDATE`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := a.requeue(ctx, tx, []DeadLetter{l}); err != nil {
+			return err
+		}
+		return audit(ctx, tx, actor, "dlq.requeue", []int64{id}, nil)
+	})
+}
+
+// RequeueMatching requeues the dead letters the filter selects (oldest first), in one
+// transaction, and returns their ids.
+func (a *DeadLetterAdmin) RequeueMatching(ctx context.Context, f DeadLetterFilter, actor string) ([]int64, error) {
+	var ids []int64
+	err := a.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
+			WHERE ($1 = '' OR topic = $1) AND ($2 = '' OR strpos(reason, $2) > 0)
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`, f.Topic, f.ReasonContains, f.Limit)
+		if err != nil {
+			return err
+		}
+		var letters []DeadLetter
+		for rows.Next() {
+			l, err := scanDeadLetter(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			letters = append(letters, l)
+			ids = append(ids, l.ID)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(letters) == 0 {
+			return err
+		}
+		if err := a.requeue(ctx, tx, letters); err != nil {
+			return err
+		}
+		return audit(ctx, tx, actor, "dlq.requeue_matching", ids, map[string]any{"topic": f.Topic, "reason_contains": f.ReasonContains})
+	})
+	return ids, err
+}
+
+// requeue inserts the letters into the outbox (to their original topics) and deletes them.
+func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []DeadLetter) error {
+	pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: a.schema.Messages}, watermill.NopLogger{})
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(letters))
+	for i, l := range letters {
+		msg := message.NewMessage(l.UUID, l.Payload)
+		for k, v := range l.Metadata {
+			if !strings.HasSuffix(k, "_poisoned") {
+				msg.Metadata.Set(k, v)
+			}
+		}
+		msg.Metadata.Set(MetaAttempts, strconv.Itoa(l.Attempts))
+		key := msg.Metadata.Get("partition_key")
+		if key == "" {
+			key = l.UUID
+		}
+		shard := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: a.schema.Topic(ShardOf(key, a.shards))})
+		if err := shard.Publish(l.Topic, msg); err != nil {
+			return err
+		}
+		ids[i] = l.ID
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ANY($1)`, ids)
+	return err
+}
+
+func (a *DeadLetterAdmin) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable("begin", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return unavailable("dead letter admin", err)
+	}
+	return unavailable("commit", tx.Commit())
+}
+
+func audit(ctx context.Context, tx *sql.Tx, actor, action string, ids []int64, detail map[string]any) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	d, err := json.Marshal(detail)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO admin_audit (actor, action, target_ids, detail) VALUES ($1, $2, $3, $4)`, actor, action, ids, d)
+	return err
+}

@@ -1,0 +1,440 @@
+package storage_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+const testShards = 2
+
+type outboxFixture struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	db     *sql.DB
+	outbox *storage.Outbox
+}
+
+func newOutboxFixture(t *testing.T) *outboxFixture {
+	t.Helper()
+	pool := newMigratedPool(t, testShards)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	o := storage.NewOutbox(db, storage.NewOutboxSchema(), storage.OutboxConfig{Shards: testShards, DestinationTopic: "t"}, logger)
+	t.Cleanup(o.Close) // runs before db.Close and the pool's close
+	return &outboxFixture{t: t, pool: pool, db: db, outbox: o}
+}
+
+func command(eventID, user, body string) storage.Command {
+	h := sha256.Sum256([]byte(body))
+	return storage.Command{
+		EventID: eventID, UserID: user, Board: "global", BodyHash: h[:],
+		Msg: message.NewMessage(eventID, []byte(body)),
+	}
+}
+
+func (f *outboxFixture) accept(cmd storage.Command) storage.AcceptOutcome {
+	f.t.Helper()
+	out, err := f.outbox.Accept(testContext(f.t), cmd)
+	if err != nil {
+		f.t.Fatalf("Accept(%s): %v", cmd.EventID, err)
+	}
+	return out
+}
+
+func outboxTable(shard int) string { return fmt.Sprintf(`"watermill_score_commands_%d"`, shard) }
+
+func offsetsTable(shard int) string {
+	return fmt.Sprintf(`"watermill_offsets_score_commands_%d"`, shard)
+}
+
+// outboxRows returns the event ids (the envelope's message uuid) of a shard's outbox rows, in order.
+func outboxRows(t *testing.T, pool *pgxpool.Pool, shard int) []string {
+	t.Helper()
+	rows, err := pool.Query(testContext(t), `SELECT payload->>'uuid' FROM `+outboxTable(shard)+` ORDER BY transaction_id, "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(testContext(t), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	cmd := command("ev-1", "alice", `{"score":10}`)
+	cmd.Msg.Metadata.Set("partition_key", "alice")
+
+	if got := f.accept(cmd); got != storage.Accepted {
+		t.Fatalf("Accept = %v, want Accepted", got)
+	}
+	shard := storage.ShardOf("alice", testShards)
+	if ids := outboxRows(t, f.pool, shard); len(ids) != 1 || ids[0] != "ev-1" {
+		t.Errorf("shard %d outbox = %v, want [ev-1]", shard, ids)
+	}
+	if ids := outboxRows(t, f.pool, 1-shard); len(ids) != 0 {
+		t.Errorf("the other shard got rows: %v", ids)
+	}
+
+	// The row is a forwarder envelope for the destination topic, carrying the message.
+	var dest, meta string
+	var payload []byte
+	err := f.pool.QueryRow(ctx, `SELECT payload->>'destination_topic', decode(payload->>'payload', 'base64'), payload->'metadata'->>'partition_key' FROM `+outboxTable(shard)).Scan(&dest, &payload, &meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dest != "t" || string(payload) != `{"score":10}` || meta != "alice" {
+		t.Errorf("envelope = topic %q payload %q partition_key %q", dest, payload, meta)
+	}
+
+	var hash []byte
+	var user, board string
+	if err := f.pool.QueryRow(ctx, `SELECT body_hash, user_id, board_id FROM score_requests WHERE event_id = 'ev-1'`).Scan(&hash, &user, &board); err != nil {
+		t.Fatalf("score_requests row: %v", err)
+	}
+	if !bytes.Equal(hash, cmd.BodyHash) || user != "alice" || board != "global" {
+		t.Errorf("score_requests = %x %s %s", hash, user, board)
+	}
+	got, err := storage.LookupRequest(ctx, f.db, "ev-1")
+	if err != nil || !bytes.Equal(got, cmd.BodyHash) {
+		t.Errorf("LookupRequest(ev-1) = %x, %v", got, err)
+	}
+	if _, err := storage.LookupRequest(ctx, f.db, "ev-none"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("LookupRequest(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestOutboxDuplicateAndConflict(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	if got := f.accept(command("ev-1", "bob", "body-a")); got != storage.Accepted {
+		t.Fatalf("first Accept = %v", got)
+	}
+	if got := f.accept(command("ev-1", "bob", "body-a")); got != storage.Duplicate {
+		t.Errorf("same event id, same body: %v, want Duplicate", got)
+	}
+	if got := f.accept(command("ev-1", "bob", "body-b")); got != storage.Conflict {
+		t.Errorf("same event id, other body: %v, want Conflict", got)
+	}
+	// Another user (possibly another shard) reusing the event id conflicts too.
+	if got := f.accept(command("ev-1", "someone-else", "body-c")); got != storage.Conflict {
+		t.Errorf("same event id from another user: %v, want Conflict", got)
+	}
+	total := len(outboxRows(t, f.pool, 0)) + len(outboxRows(t, f.pool, 1))
+	if total != 1 {
+		t.Errorf("outbox rows = %d, want 1", total)
+	}
+	var hash []byte
+	if err := f.pool.QueryRow(testContext(t), `SELECT body_hash FROM score_requests WHERE event_id = 'ev-1'`).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256([]byte("body-a")); !bytes.Equal(hash, want[:]) {
+		t.Errorf("the recorded hash changed to %x", hash)
+	}
+}
+
+// Retries of one request race each other (a client timing out and retrying): exactly
+// one is accepted, and every other is a duplicate or a conflict by its body.
+func TestOutboxConcurrentSameEventID(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	const n = 30
+	outcomes := make([]storage.AcceptOutcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := "body-a"
+			if i%3 == 0 {
+				body = "body-b"
+			}
+			outcomes[i], errs[i] = f.outbox.Accept(ctx, command("ev-race", "carol", body))
+		}()
+	}
+	wg.Wait()
+	var stored []byte
+	if err := f.pool.QueryRow(ctx, `SELECT body_hash FROM score_requests WHERE event_id = 'ev-race'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Accept %d: %v", i, errs[i])
+		}
+		body := "body-a"
+		if i%3 == 0 {
+			body = "body-b"
+		}
+		h := sha256.Sum256([]byte(body))
+		switch {
+		case outcomes[i] == storage.Accepted:
+			accepted++
+			if !bytes.Equal(h[:], stored) {
+				t.Errorf("Accept %d accepted a body whose hash is not the recorded one", i)
+			}
+		case bytes.Equal(h[:], stored) && outcomes[i] != storage.Duplicate:
+			t.Errorf("Accept %d with the recorded body: %v, want Duplicate", i, outcomes[i])
+		case !bytes.Equal(h[:], stored) && outcomes[i] != storage.Conflict:
+			t.Errorf("Accept %d with another body: %v, want Conflict", i, outcomes[i])
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d Accepted, want exactly 1", accepted)
+	}
+	if ids := outboxRows(t, f.pool, storage.ShardOf("carol", testShards)); len(ids) != 1 {
+		t.Errorf("outbox rows = %v, want one", ids)
+	}
+}
+
+func TestOutboxConcurrentAccepts(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	const n = 200
+	errs := make([]error, n)
+	outcomes := make([]storage.AcceptOutcome, n)
+	perShard := make([]int, testShards)
+	var wg sync.WaitGroup
+	for i := range n {
+		user := fmt.Sprintf("user-%d", i%37)
+		perShard[storage.ShardOf(user, testShards)]++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outcomes[i], errs[i] = f.outbox.Accept(ctx, command(fmt.Sprintf("ev-%03d", i), user, fmt.Sprintf(`{"i":%d}`, i)))
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || outcomes[i] != storage.Accepted {
+			t.Errorf("Accept %d = %v, %v; want Accepted", i, outcomes[i], errs[i])
+		}
+	}
+	seen := map[string]bool{}
+	for shard := range testShards {
+		ids := outboxRows(t, f.pool, shard)
+		if len(ids) != perShard[shard] {
+			t.Errorf("shard %d has %d rows, want %d", shard, len(ids), perShard[shard])
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Errorf("event %s in the outbox twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("outbox holds %d distinct events, want %d", len(seen), n)
+	}
+	if got := count(t, f.pool, `SELECT count(*) FROM score_requests`); got != n {
+		t.Errorf("score_requests has %d rows, want %d", got, n)
+	}
+}
+
+func TestOutboxShardOfIsStableAndInRange(t *testing.T) {
+	t.Parallel()
+	used := map[int]bool{}
+	for i := range 100 {
+		u := fmt.Sprintf("player-%d", i)
+		s := storage.ShardOf(u, 4)
+		if s < 0 || s >= 4 {
+			t.Fatalf("ShardOf(%s, 4) = %d", u, s)
+		}
+		if s != storage.ShardOf(u, 4) {
+			t.Fatalf("ShardOf(%s) is not stable", u)
+		}
+		used[s] = true
+		if got := storage.ShardOf(u, 1); got != 0 {
+			t.Fatalf("ShardOf(%s, 1) = %d", u, got)
+		}
+	}
+	if len(used) != 4 {
+		t.Errorf("100 users use only shards %v of 4", used)
+	}
+}
+
+func TestOutboxAcceptAfterCloseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	f.accept(command("ev-before", "dave", "x"))
+	f.outbox.Close()
+	f.outbox.Close() // a second Close is harmless
+
+	_, err := f.outbox.Accept(testContext(t), command("ev-after", "dave", "y"))
+	if !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Accept after Close: err = %v, want one wrapping ErrUnavailable", err)
+	}
+	if got := count(t, f.pool, `SELECT count(*) FROM score_requests WHERE event_id = 'ev-after'`); got != 0 {
+		t.Errorf("a command refused after Close was recorded")
+	}
+}
+
+// Close racing with Accepts: every Accept either commits (and its row is there) or is
+// refused as unavailable; none is lost or left hanging.
+func TestOutboxCloseCommitsWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	const n = 100
+	errs := make([]error, n)
+	outcomes := make([]storage.AcceptOutcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outcomes[i], errs[i] = f.outbox.Accept(ctx, command(fmt.Sprintf("ev-%d", i), fmt.Sprintf("u%d", i%7), "b"))
+		}()
+		if i == n/2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); f.outbox.Close() }()
+		}
+	}
+	wg.Wait()
+	accepted := 0
+	for i := range n {
+		switch {
+		case errs[i] == nil && outcomes[i] == storage.Accepted:
+			accepted++
+		case errors.Is(errs[i], storage.ErrUnavailable):
+		default:
+			t.Errorf("Accept %d = %v, %v", i, outcomes[i], errs[i])
+		}
+	}
+	rows := len(outboxRows(t, f.pool, 0)) + len(outboxRows(t, f.pool, 1))
+	if rows != accepted {
+		t.Errorf("%d commands accepted, %d outbox rows", accepted, rows)
+	}
+}
+
+// Group commit: while a shard's transaction waits, the commands queued behind it are
+// committed together in the next one. Holding a row lock that the first command needs
+// makes the retries of one event id pile up in a single batch: the first wins, the
+// others are answered from it, and only one message is published.
+func TestOutboxSameEventIDInOneBatch(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `INSERT INTO score_requests (event_id, body_hash, user_id, board_id) VALUES ('blocker', '\x00', 'erin', 'global')`); err != nil {
+		t.Fatal(err)
+	}
+	blocker := make(chan error, 1)
+	go func() {
+		out, err := f.outbox.Accept(ctx, command("blocker", "erin", "x"))
+		if err == nil && out != storage.Accepted {
+			err = fmt.Errorf("outcome %v", out)
+		}
+		blocker <- err
+	}()
+	// Wait until the shard's transaction is blocked on our row.
+	for {
+		if n := count(t, f.pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n > 0 {
+			break
+		}
+		select {
+		case err := <-blocker:
+			t.Fatalf("the blocking Accept returned early: %v", err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	const n = 12
+	outcomes := make([]storage.AcceptOutcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := "body-a"
+			if i%2 == 1 {
+				body = "body-b"
+			}
+			outcomes[i], errs[i] = f.outbox.Accept(ctx, command("ev-batch", "erin", body))
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let them queue behind the blocked transaction
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	var stored []byte
+	if err := f.pool.QueryRow(ctx, `SELECT body_hash FROM score_requests WHERE event_id = 'ev-batch'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Accept %d: %v", i, errs[i])
+		}
+		body := "body-a"
+		if i%2 == 1 {
+			body = "body-b"
+		}
+		h := sha256.Sum256([]byte(body))
+		same := bytes.Equal(h[:], stored)
+		switch {
+		case outcomes[i] == storage.Accepted:
+			accepted++
+		case same && outcomes[i] != storage.Duplicate:
+			t.Errorf("Accept %d with the recorded body: %v, want Duplicate", i, outcomes[i])
+		case !same && outcomes[i] != storage.Conflict:
+			t.Errorf("Accept %d with another body: %v, want Conflict", i, outcomes[i])
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d Accepted for one event id, want 1", accepted)
+	}
+	ids := outboxRows(t, f.pool, storage.ShardOf("erin", testShards))
+	if fmt.Sprint(ids) != "[blocker ev-batch]" {
+		t.Errorf("outbox rows = %v, want [blocker ev-batch]", ids)
+	}
+}

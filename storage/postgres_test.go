@@ -1,0 +1,120 @@
+package storage_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+func TestOpenPostgresCreatesMissingDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	name, rawURL := newDatabaseName(t)
+
+	pool, err := storage.OpenPostgres(ctx, rawURL, 2)
+	if err != nil {
+		t.Fatalf("OpenPostgres on a missing database: %v", err)
+	}
+	var current string
+	err = pool.QueryRow(ctx, `SELECT current_database()`).Scan(&current)
+	pool.Close()
+	if err != nil {
+		t.Fatalf("query: %v", err)
+	}
+	if current != name {
+		t.Fatalf("connected to database %q, want %q", current, name)
+	}
+
+	// A second start finds the database there and simply connects.
+	pool, err = storage.OpenPostgres(ctx, rawURL, 2)
+	if err != nil {
+		t.Fatalf("OpenPostgres on an existing database: %v", err)
+	}
+	defer pool.Close()
+	if got := pool.Config().MaxConns; got != 2 {
+		t.Errorf("MaxConns = %d, want 2", got)
+	}
+}
+
+func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
+	t.Helper()
+	var ok bool
+	if err := pool.QueryRow(testContext(t), `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok); err != nil {
+		t.Fatalf("to_regclass(%s): %v", name, err)
+	}
+	return ok
+}
+
+func TestMigrateIsIdempotentAndCreatesOutboxShards(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	pool := newTestPool(t)
+	schema := storage.NewOutboxSchema()
+
+	for run := 1; run <= 2; run++ {
+		if err := storage.Migrate(ctx, pool, schema, 3); err != nil {
+			t.Fatalf("Migrate run %d: %v", run, err)
+		}
+	}
+	for _, table := range []string{"users", "board_entries", "score_history", "score_requests", "dead_letters", "schema_migrations"} {
+		if !tableExists(t, pool, table) {
+			t.Errorf("table %s missing after Migrate", table)
+		}
+	}
+	for shard := 0; shard < 3; shard++ {
+		for _, table := range []string{
+			fmt.Sprintf(`"watermill_score_commands_%d"`, shard),
+			fmt.Sprintf(`"watermill_offsets_score_commands_%d"`, shard),
+		} {
+			if !tableExists(t, pool, table) {
+				t.Errorf("outbox table %s missing after Migrate with 3 shards", table)
+			}
+		}
+	}
+	if tableExists(t, pool, `"watermill_score_commands_3"`) {
+		t.Errorf("Migrate with 3 shards created a 4th outbox table")
+	}
+	var versions int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = '0001_init'`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 {
+		t.Errorf("schema_migrations has %d rows for 0001_init, want 1", versions)
+	}
+
+	// Growing the shard count later adds the new shards' tables and keeps the old ones.
+	if err := storage.Migrate(ctx, pool, schema, 4); err != nil {
+		t.Fatalf("Migrate with 4 shards: %v", err)
+	}
+	if !tableExists(t, pool, `"watermill_score_commands_3"`) || !tableExists(t, pool, `"watermill_offsets_score_commands_3"`) {
+		t.Errorf("Migrate with 4 shards did not create shard 3")
+	}
+}
+
+func TestMigrateConcurrentStarts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	pool := newTestPool(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = storage.Migrate(ctx, pool, storage.NewOutboxSchema(), 2)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Migrate %d: %v", i, err)
+		}
+	}
+	if !tableExists(t, pool, "score_history") || !tableExists(t, pool, `"watermill_score_commands_1"`) {
+		t.Errorf("tables missing after concurrent Migrate")
+	}
+}

@@ -1,0 +1,82 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// TestRebuildLosesNoConcurrentUpdate rebuilds a 20,000-entry board from PostgreSQL while
+// a writer keeps changing entries the way the projector does (PostgreSQL first, then
+// Redis): afterwards Redis equals PostgreSQL, entry for entry.
+func TestRebuildLosesNoConcurrentUpdate(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	rdb, prefix := newTestRedis(t)
+	ctx := testContext(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || lpad(i::text, 6, '0'), i % 997, 1, now() - i * interval '1 ms', now()
+		FROM generate_series(1, 20000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	boards := storage.NewBoards(rdb, prefix, 100)
+	ranks := storage.NewRanks(pool)
+
+	var stop atomic.Bool
+	var updates atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; !stop.Load() && i <= 20000; i++ {
+			// Each entry is changed once, so nothing after the swap can repair a lost update.
+			user := fmt.Sprintf("u%06d", i)
+			var s storage.EntryState
+			err := pool.QueryRow(context.Background(), `
+				UPDATE board_entries SET score = score + 1000, version = version + 1, reached_at = now(), updated_at = now()
+				WHERE board_id = 'global' AND period = 'all_time' AND user_id = $1
+				RETURNING board_id, period, user_id, score, version, reached_at, updated_at`, user).
+				Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, _, err := boards.Apply(context.Background(), "global", "all_time", []storage.EntryState{s}, nil, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			updates.Add(1)
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	before := updates.Load()
+	res, err := boards.Rebuild(ctx, ranks, "global", "all_time")
+	during := updates.Load() - before
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Entries != 20000 {
+		t.Fatalf("rebuild loaded %d entries", res.Entries)
+	}
+	if during == 0 {
+		t.Fatal("no update ran during the rebuild; the test proves nothing")
+	}
+	rep, err := boards.CheckConsistency(ctx, ranks, "global", "all_time", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Consistent {
+		t.Fatalf("after a rebuild with %d concurrent updates: %+v", during, rep)
+	}
+	if n, _ := rdb.Exists(ctx, prefix+":{global:all_time}:rebuild").Result(); n != 0 {
+		t.Fatal("rebuild marker left behind")
+	}
+}

@@ -1,0 +1,332 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+type boardsFixture struct {
+	t      *testing.T
+	rdb    *redis.Client
+	prefix string
+	boards *storage.Boards
+}
+
+func newBoardsFixture(t *testing.T, topN int) *boardsFixture {
+	t.Helper()
+	rdb, prefix := newTestRedis(t)
+	return &boardsFixture{t: t, rdb: rdb, prefix: prefix, boards: storage.NewBoards(rdb, prefix, topN)}
+}
+
+func state(user string, score, version int64, reached time.Time) storage.EntryState {
+	return storage.EntryState{Board: "global", Period: "all_time", UserID: user, Score: score, Version: version, ReachedAt: reached, UpdatedAt: reached}
+}
+
+func (f *boardsFixture) apply(minVersion int64, nicks map[string]string, states ...storage.EntryState) (storage.Top, bool) {
+	f.t.Helper()
+	top, changed, err := f.boards.Apply(testContext(f.t), "global", "all_time", states, nicks, minVersion)
+	if err != nil {
+		f.t.Fatalf("Apply: %v", err)
+	}
+	return top, changed
+}
+
+func (f *boardsFixture) top(limit int) storage.Top {
+	f.t.Helper()
+	top, err := f.boards.Top(testContext(f.t), "global", "all_time", limit)
+	if err != nil {
+		f.t.Fatalf("Top: %v", err)
+	}
+	return top
+}
+
+func (f *boardsFixture) user(id string) storage.Entry {
+	f.t.Helper()
+	e, err := f.boards.User(testContext(f.t), "global", "all_time", id)
+	if err != nil {
+		f.t.Fatalf("User(%s): %v", id, err)
+	}
+	return e
+}
+
+// zcard counts the members of the board's sorted set (layout documented in redis.go).
+func (f *boardsFixture) zcard() int64 {
+	f.t.Helper()
+	n, err := f.rdb.ZCard(testContext(f.t), f.prefix+":{global:all_time}:z").Result()
+	if err != nil {
+		f.t.Fatalf("ZCARD: %v", err)
+	}
+	return n
+}
+
+func (f *boardsFixture) checkOrder(want ...string) {
+	f.t.Helper()
+	top := f.top(100)
+	var got []string
+	for i, e := range top.Entries {
+		got = append(got, e.UserID)
+		if e.Rank != int64(i+1) {
+			f.t.Errorf("Top entry %d (%s) has rank %d, want %d", i, e.UserID, e.Rank, i+1)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		f.t.Fatalf("Top order = %v, want %v", got, want)
+	}
+	for i, id := range want {
+		if e := f.user(id); e.Rank != int64(i+1) {
+			f.t.Errorf("User(%s).Rank = %d, Top puts it at %d", id, e.Rank, i+1)
+		}
+	}
+}
+
+func TestBoardsRanksAreOneBased(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	f.apply(0, nil, state("a", 100, 1, at(1)), state("b", 300, 1, at(2)), state("c", 200, 1, at(3)))
+
+	f.checkOrder("b", "c", "a")
+	top := f.top(10)
+	for i, want := range []int64{300, 200, 100} {
+		if top.Entries[i].Score != want {
+			t.Errorf("Top entry %d score = %d, want %d", i, top.Entries[i].Score, want)
+		}
+	}
+	c := f.user("c")
+	if c.Score != 200 || c.UserID != "c" || !c.UpdatedAt.Equal(at(3)) {
+		t.Errorf("User(c) = %+v, want score 200 updated %s", c, at(3))
+	}
+	if !top.Entries[1].UpdatedAt.Equal(at(3)) {
+		t.Errorf("Top entry c updated_at = %s, want %s", top.Entries[1].UpdatedAt, at(3))
+	}
+}
+
+func TestBoardsTiesRankEarlierFirst(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	// Applied in an order unrelated to reached_at, in two calls.
+	f.apply(0, nil, state("late", 100, 1, at(30)), state("first", 100, 1, at(10)))
+	f.apply(0, nil, state("middle", 100, 1, at(20)), state("top", 101, 1, at(40)), state("low", 99, 1, at(1)))
+
+	f.checkOrder("top", "first", "middle", "late", "low")
+}
+
+func TestBoardsHugeScoresKeepOrder(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	const big = 1<<53 - 1
+	f.apply(0, nil, state("max", big, 1, at(1)), state("below", big-1, 1, at(2)))
+	f.checkOrder("max", "below")
+	if got := f.top(10).Entries[0].Score; got != big {
+		t.Errorf("Top score = %d, want %d", got, big)
+	}
+	if got := f.user("below").Score; got != big-1 {
+		t.Errorf("User score = %d, want %d", got, big-1)
+	}
+}
+
+func TestBoardsVersionGuardIgnoresOlderStates(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	f.apply(0, nil, state("u", 500, 2, at(20)))
+	_, changed := f.apply(0, nil, state("u", 100, 1, at(10))) // older version, delivered late
+	if changed {
+		t.Errorf("an ignored older state reported the top as changed")
+	}
+	f.apply(0, nil, state("u", 700, 2, at(30))) // same version: ignored too
+
+	if e := f.user("u"); e.Score != 500 || !e.UpdatedAt.Equal(at(20)) {
+		t.Errorf("User(u) = %+v, want the version-2 state (score 500)", e)
+	}
+	if top := f.top(10); len(top.Entries) != 1 || top.Entries[0].Score != 500 {
+		t.Errorf("Top = %+v, want u with 500", top.Entries)
+	}
+	if n := f.zcard(); n != 1 {
+		t.Errorf("ZCARD = %d, want 1", n)
+	}
+
+	f.apply(0, nil, state("u", 900, 3, at(40)))
+	if e := f.user("u"); e.Score != 900 {
+		t.Errorf("User(u).Score = %d after a newer version, want 900", e.Score)
+	}
+}
+
+func TestBoardsMovedMemberIsNotDuplicated(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	f.apply(0, nil, state("a", 10, 1, at(1)), state("b", 20, 1, at(2)), state("c", 30, 1, at(3)))
+	// a and b reach new scores at new times (new members), c is re-sent unchanged.
+	f.apply(0, nil, state("a", 50, 2, at(10)), state("b", 25, 2, at(11)), state("c", 30, 1, at(3)))
+	// a's reached_at changes again without a score change (an earlier equal score arrived).
+	f.apply(0, nil, state("a", 50, 3, at(5)))
+
+	if n := f.zcard(); n != 3 {
+		t.Errorf("ZCARD = %d, want 3 (one member per user)", n)
+	}
+	old, err := f.rdb.ZScore(testContext(t), f.prefix+":{global:all_time}:z", storage.Member("a", at(10))).Result()
+	if !errors.Is(err, redis.Nil) {
+		t.Errorf("the replaced member of a is still there (score %v, err %v)", old, err)
+	}
+	f.checkOrder("a", "c", "b")
+	if top := f.top(10); len(top.Entries) != 3 {
+		t.Errorf("Top has %d entries, want 3", len(top.Entries))
+	}
+}
+
+func TestBoardsChangedFlagAndVersion(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	states := []storage.EntryState{state("a", 10, 1, at(1)), state("b", 20, 1, at(2))}
+
+	top1, changed := f.apply(0, nil, states...)
+	if !changed {
+		t.Errorf("first Apply: changed = false, want true")
+	}
+	if top1.Version < 1 {
+		t.Errorf("first Apply: version %d, want >= 1", top1.Version)
+	}
+	if len(top1.Entries) != 2 || top1.Entries[0].UserID != "b" {
+		t.Errorf("first Apply returned entries %+v", top1.Entries)
+	}
+
+	top2, changed := f.apply(0, nil, states...) // a redelivery repairs nothing
+	if changed {
+		t.Errorf("re-applying the same states: changed = true, want false")
+	}
+	if top2.Version != top1.Version {
+		t.Errorf("re-applying the same states moved the version %d -> %d", top1.Version, top2.Version)
+	}
+	if len(top2.Entries) != 2 {
+		t.Errorf("unchanged Apply returned %d entries, want the current top of 2", len(top2.Entries))
+	}
+
+	top3, changed := f.apply(0, nil, state("a", 30, 2, at(3)))
+	if !changed {
+		t.Errorf("new leader: changed = false, want true")
+	}
+	if top3.Version <= top2.Version {
+		t.Errorf("changed top: version %d, want > %d", top3.Version, top2.Version)
+	}
+	if got := f.top(10); got.Version != top3.Version || got.Entries[0].UserID != "a" {
+		t.Errorf("Top() = version %d leader %v, want version %d leader a", got.Version, got.Entries, top3.Version)
+	}
+}
+
+func TestBoardsTopVersionHonoursMinVersionAndNeverDecreases(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	top, changed := f.apply(42, nil, state("a", 10, 1, at(1)))
+	if !changed || top.Version < 42 {
+		t.Fatalf("Apply with minVersion 42: changed %v version %d, want a change with version >= 42", changed, top.Version)
+	}
+	prev := top.Version
+	for i, minVersion := range []int64{0, 10, prev + 100, 5} {
+		top, changed = f.apply(minVersion, nil, state("a", int64(20+i), int64(2+i), at(2+i)))
+		if !changed {
+			t.Fatalf("step %d: score change not reported", i)
+		}
+		if top.Version <= prev {
+			t.Errorf("step %d (minVersion %d): version %d, previous %d: must grow", i, minVersion, top.Version, prev)
+		}
+		if top.Version < minVersion {
+			t.Errorf("step %d: version %d < minVersion %d", i, top.Version, minVersion)
+		}
+		if got := f.top(10).Version; got != top.Version {
+			t.Errorf("step %d: Top().Version = %d, Apply returned %d", i, got, top.Version)
+		}
+		prev = top.Version
+	}
+	// An unchanged top never goes back either.
+	top, _ = f.apply(1, nil, state("a", 23, 5, at(5)))
+	if top.Version < prev {
+		t.Errorf("unchanged Apply: version went back %d -> %d", prev, top.Version)
+	}
+}
+
+func TestBoardsTopLimitAndTopN(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 4)
+	var states []storage.EntryState
+	for i := range 6 {
+		states = append(states, state(fmt.Sprintf("u%d", i), int64(100+i), 1, at(i)))
+	}
+	f.apply(0, nil, states...)
+
+	if top := f.top(3); len(top.Entries) != 3 || top.Entries[0].UserID != "u5" || top.Entries[2].UserID != "u3" || top.Entries[2].Rank != 3 {
+		t.Errorf("Top(limit 3) = %+v, want u5, u4, u3", top.Entries)
+	}
+	// The cache holds topN entries only, whatever the limit.
+	if top := f.top(100); len(top.Entries) != 4 || top.Entries[3].UserID != "u2" {
+		t.Errorf("Top(limit 100) with topN 4 = %+v, want u5..u2", top.Entries)
+	}
+	// Users beyond the cached top still have their rank.
+	if e := f.user("u0"); e.Rank != 6 {
+		t.Errorf("User(u0).Rank = %d, want 6", e.Rank)
+	}
+	if f.boards.TopN() != 4 {
+		t.Errorf("TopN() = %d", f.boards.TopN())
+	}
+}
+
+func TestBoardsEmptyAndUnknown(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	if top := f.top(10); top.Version != 0 || len(top.Entries) != 0 {
+		t.Errorf("Top of an empty board = %+v, want version 0 and no entries", top)
+	}
+	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("User on an empty board: err = %v, want ErrNotFound", err)
+	}
+	f.apply(0, nil, state("a", 1, 1, at(1)))
+	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("unknown user: err = %v, want ErrNotFound", err)
+	}
+	if _, err := f.boards.User(testContext(t), "points", "all_time", "a"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("user of another board: err = %v, want ErrNotFound", err)
+	}
+	if err := f.boards.Ping(testContext(t)); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+func TestBoardsNickNamesInTop(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	f.apply(0, map[string]string{"a": "Alice Ünïcode 🎮", "b": "Bob"},
+		state("a", 10, 1, at(1)), state("b", 20, 1, at(2)), state("c", 5, 1, at(3)))
+
+	want := map[string]string{"a": "Alice Ünïcode 🎮", "b": "Bob", "c": ""}
+	top := f.top(10)
+	if len(top.Entries) != 3 {
+		t.Fatalf("Top = %+v", top.Entries)
+	}
+	for _, e := range top.Entries {
+		if e.NickName != want[e.UserID] {
+			t.Errorf("Top entry %s nick = %q, want %q", e.UserID, e.NickName, want[e.UserID])
+		}
+	}
+}
+
+func TestBoardsBoardsAndPeriodsAreSeparate(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	if _, _, err := f.boards.Apply(ctx, "daily", "2025-03-01", []storage.EntryState{{Board: "daily", Period: "2025-03-01", UserID: "a", Score: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.boards.Apply(ctx, "daily", "2025-03-02", []storage.EntryState{{Board: "daily", Period: "2025-03-02", UserID: "b", Score: 7, Version: 1, ReachedAt: at(2), UpdatedAt: at(2)}}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.boards.Top(ctx, "daily", "2025-03-01", 10)
+	if err != nil || len(top.Entries) != 1 || top.Entries[0].UserID != "a" {
+		t.Errorf("Top(daily, 2025-03-01) = %+v, %v; want only a", top.Entries, err)
+	}
+	if _, err := f.boards.User(ctx, "daily", "2025-03-01", "b"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("b found on the wrong period: %v", err)
+	}
+}

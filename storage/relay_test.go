@@ -1,0 +1,242 @@
+package storage_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+type position struct {
+	tx     string // xid8 as text
+	offset int64
+}
+
+// usersOfShard returns n user ids that all map to shard.
+func usersOfShard(t *testing.T, shard, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if i > 10000 {
+			t.Fatalf("no users for shard %d", shard)
+		}
+		u := fmt.Sprintf("user-%d", i)
+		if storage.ShardOf(u, testShards) == shard {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+type relayFixture struct {
+	*outboxFixture
+	maint *storage.OutboxMaintenance
+	shard int
+	rows  []position // positions of ev-1..ev-6, in forwarding order
+}
+
+// newRelayFixture puts ev-1..ev-6 into shard 0's outbox (one transaction each) and one
+// command into shard 1, then applies ev-1, ev-2, ev-5, ev-6 and dead-letters ev-3; ev-4
+// is neither applied nor dead-lettered.
+func newRelayFixture(t *testing.T) *relayFixture {
+	t.Helper()
+	f := &relayFixture{outboxFixture: newOutboxFixture(t), shard: 0}
+	f.maint = storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	users := usersOfShard(t, 0, 6)
+	for i := 1; i <= 6; i++ {
+		if got := f.accept(command(fmt.Sprintf("ev-%d", i), users[i-1], "b")); got != storage.Accepted {
+			t.Fatalf("Accept ev-%d = %v", i, got)
+		}
+	}
+	f.accept(command("ev-other-shard", usersOfShard(t, 1, 1)[0], "b"))
+
+	rows, err := f.pool.Query(testContext(t), `SELECT transaction_id::text, "offset", payload->>'uuid' FROM `+outboxTable(0)+` ORDER BY transaction_id, "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p position
+		var id string
+		if err := rows.Scan(&p.tx, &p.offset, &id); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("ev-%d", len(f.rows)+1); id != want {
+			t.Fatalf("outbox row %d is %s, want %s", len(f.rows), id, want)
+		}
+		f.rows = append(f.rows, p)
+	}
+	if err := rows.Err(); err != nil || len(f.rows) != 6 {
+		t.Fatalf("outbox rows: %v, %d", err, len(f.rows))
+	}
+
+	var events []storage.ScoreEvent
+	for _, i := range []int{1, 2, 5, 6} {
+		events = append(events, incrEvent(fmt.Sprintf("ev-%d", i), users[i-1], 1, at(i)))
+	}
+	mustApply(t, storage.NewProjection(f.pool), events...)
+
+	poisoned := message.NewMessage("kafka-msg-3", []byte("{"))
+	poisoned.Metadata.Set("event_id", "ev-3")
+	poisoned.Metadata.Set("reason_poisoned", "bad payload")
+	if err := storage.NewDeadLetters(f.pool).Publish("poison", poisoned); err != nil {
+		t.Fatalf("dead letter: %v", err)
+	}
+	return f
+}
+
+// setOffset simulates the forwarder having acked up to row p.
+func (f *relayFixture) setOffset(p position) {
+	f.t.Helper()
+	_, err := f.pool.Exec(testContext(f.t), `
+		INSERT INTO `+offsetsTable(f.shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
+		VALUES ($1, $2, $3::text::xid8)
+		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
+		storage.RelayConsumerGroup, p.offset, p.tx)
+	if err != nil {
+		f.t.Fatalf("set offset: %v", err)
+	}
+}
+
+func (f *relayFixture) offset() position {
+	f.t.Helper()
+	var p position
+	err := f.pool.QueryRow(testContext(f.t), `SELECT last_processed_transaction_id::text, offset_acked FROM `+offsetsTable(f.shard)+` WHERE consumer_group = $1`,
+		storage.RelayConsumerGroup).Scan(&p.tx, &p.offset)
+	if err != nil {
+		f.t.Fatalf("read offset: %v", err)
+	}
+	return p
+}
+
+func (f *relayFixture) backlog(shard int) int64 {
+	f.t.Helper()
+	n, err := f.maint.Backlog(testContext(f.t), shard)
+	if err != nil {
+		f.t.Fatalf("Backlog: %v", err)
+	}
+	return n
+}
+
+func (f *relayFixture) rewind() int64 {
+	f.t.Helper()
+	n, err := f.maint.Rewind(testContext(f.t), f.shard)
+	if err != nil {
+		f.t.Fatalf("Rewind: %v", err)
+	}
+	return n
+}
+
+// just before row i (0-based): where the forwarder resumes to deliver row i next.
+func (f *relayFixture) before(i int) position {
+	return position{tx: f.rows[i].tx, offset: f.rows[i].offset - 1}
+}
+
+func TestOutboxMaintenanceRewind(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t)
+	if got := f.backlog(0); got != 6 {
+		t.Errorf("Backlog before the forwarder ran = %d, want 6", got)
+	}
+
+	f.setOffset(f.rows[5]) // everything forwarded
+	if got := f.backlog(0); got != 0 {
+		t.Errorf("Backlog with everything forwarded = %d, want 0", got)
+	}
+	if got := f.backlog(1); got != 1 {
+		t.Errorf("Backlog of shard 1 = %d, want 1", got)
+	}
+
+	// ev-4 (row 3) is the oldest neither applied nor dead-lettered.
+	if got := f.rewind(); got != 3 {
+		t.Errorf("Rewind = %d, want 3 rows to forward again (ev-4, ev-5, ev-6)", got)
+	}
+	if got, want := f.offset(), f.before(3); got != want {
+		t.Errorf("offset after Rewind = %+v, want %+v (just before ev-4)", got, want)
+	}
+	if got := f.backlog(0); got != 3 {
+		t.Errorf("Backlog after Rewind = %d, want 3", got)
+	}
+
+	// Rewinding again changes nothing.
+	f.rewind()
+	if got, want := f.offset(), f.before(3); got != want {
+		t.Errorf("offset after a second Rewind = %+v, want %+v", got, want)
+	}
+}
+
+func TestOutboxMaintenanceRewindNeverMovesForward(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t)
+
+	f.setOffset(f.rows[1]) // forwarded ev-1, ev-2 only: behind the first pending row
+	if got := f.rewind(); got != 0 {
+		t.Errorf("Rewind from behind = %d, want 0", got)
+	}
+	if got := f.offset(); got != f.rows[1] {
+		t.Errorf("Rewind moved the offset forward from %+v to %+v", f.rows[1], got)
+	}
+
+	f.setOffset(position{tx: "0", offset: 0}) // the forwarder's initial position
+	f.rewind()
+	if got := f.offset(); got != (position{tx: "0", offset: 0}) {
+		t.Errorf("Rewind moved the initial offset to %+v", got)
+	}
+	if got := f.backlog(0); got != 6 {
+		t.Errorf("Backlog = %d, want 6", got)
+	}
+}
+
+func TestOutboxMaintenanceRewindWithNothingPending(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t)
+	mustApply(t, storage.NewProjection(f.pool), incrEvent("ev-4", "whoever", 1, at(4)))
+	f.setOffset(f.rows[5])
+	if got := f.rewind(); got != 0 {
+		t.Errorf("Rewind = %d, want 0 when every event is applied or dead-lettered", got)
+	}
+	if got := f.offset(); got != f.rows[5] {
+		t.Errorf("offset moved to %+v", got)
+	}
+}
+
+func TestOutboxMaintenancePrune(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t)
+	ctx := testContext(t)
+
+	// Not forwarded at all: nothing may go, applied or not.
+	n, err := f.maint.Prune(ctx, 0, 100)
+	if err != nil || n != 0 {
+		t.Errorf("Prune without an offsets row = %d, %v; want 0", n, err)
+	}
+
+	// Forwarded up to ev-5: ev-1, ev-2 (applied), ev-3 (dead-lettered) and ev-5 (applied)
+	// may go; ev-4 (forwarded, not applied) and ev-6 (applied, not forwarded) stay.
+	f.setOffset(f.rows[4])
+	n, err = f.maint.Prune(ctx, 0, 2)
+	if err != nil || n != 2 {
+		t.Errorf("Prune(limit 2) = %d, %v; want 2", n, err)
+	}
+	if got := outboxRows(t, f.pool, 0); fmt.Sprint(got) != "[ev-3 ev-4 ev-5 ev-6]" {
+		t.Errorf("after Prune(limit 2): %v, want the oldest two gone", got)
+	}
+	n, err = f.maint.Prune(ctx, 0, 100)
+	if err != nil || n != 2 {
+		t.Errorf("Prune = %d, %v; want 2", n, err)
+	}
+	if got := outboxRows(t, f.pool, 0); fmt.Sprint(got) != "[ev-4 ev-6]" {
+		t.Errorf("after Prune: %v, want [ev-4 ev-6]", got)
+	}
+	if got := outboxRows(t, f.pool, 1); len(got) != 1 {
+		t.Errorf("Prune of shard 0 touched shard 1: %v", got)
+	}
+	if got := f.backlog(0); got != 1 {
+		t.Errorf("Backlog after Prune = %d, want 1 (ev-6)", got)
+	}
+	// The forwarder's offset is untouched.
+	if got := f.offset(); got != f.rows[4] {
+		t.Errorf("Prune moved the offset to %+v", got)
+	}
+}
