@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/router"
+)
+
+// proxy is a TCP proxy a test can cut, to take PostgreSQL or Redis away from the
+// service without stopping the shared server.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.setDown(true) })
+	go p.serve()
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
+		go func() { _, _ = io.Copy(c, up); up.Close(); c.Close() }()
+	}
+}
+
+// setDown refuses new connections and cuts the open ones (down), or lets them through.
+func (p *proxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+		p.conns = map[net.Conn]bool{}
+	}
+}
+
+func produceRaw(t *testing.T, broker, topic string, msgs ...*sarama.ProducerMessage) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = router.KafkaVersion
+	cfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer([]string{broker}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, m := range msgs {
+		m.Topic = topic
+		if _, _, err := p.SendMessage(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPoisonMessagesGoToDeadLetters: malformed messages on the score topic land in the
+// dead letters with their reason, and the pipeline keeps flowing.
+func TestPoisonMessagesGoToDeadLetters(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	unknownBoard, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-unknown", Board: "nope", Period: "all_time", UserID: "u1", Value: 1, OccurredAt: time.Now()})
+	produceRaw(t, broker, "leaderboard.score-events",
+		&sarama.ProducerMessage{Key: sarama.StringEncoder("u1"), Value: sarama.StringEncoder(`{"event_id": "e-broken", "value": `)},
+		&sarama.ProducerMessage{Key: sarama.StringEncoder("u1"), Value: sarama.ByteEncoder([]byte{0xff, 0xfe, 0x00, 0x01})},
+		&sarama.ProducerMessage{Key: sarama.StringEncoder("u1"), Value: sarama.ByteEncoder(unknownBoard),
+			Headers: []sarama.RecordHeader{{Key: []byte("event_id"), Value: []byte("e-unknown")}}},
+	)
+	// u1's score shares the poison's partition (same key): it applies only if the
+	// poison is moved out of the way rather than retried forever.
+	tok := mintToken(t, "u1")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 5}`); r.status != 200 && r.status != 202 {
+		t.Fatalf("submit behind poison: %d %s", r.status, r.raw)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/u1", tok, ""); r.status != 200 || num(r.body["score"]) != 5 {
+			return "pipeline stalled behind poison: " + r.raw
+		}
+		return ""
+	})
+	eventually(t, 20*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM dead_letters`); n != 3 {
+			return fmt.Sprintf("%d dead letters", n)
+		}
+		return ""
+	})
+	rows, err := env.db().Query(context.Background(), `SELECT reason, topic, handler, payload, coalesce(event_id, '') FROM dead_letters ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var reasons []string
+	for rows.Next() {
+		var reason, topic, handler, eventID string
+		var payload []byte
+		if err := rows.Scan(&reason, &topic, &handler, &payload, &eventID); err != nil {
+			t.Fatal(err)
+		}
+		if topic != "leaderboard.score-events" || handler != router.ProjectorHandlerName || len(payload) == 0 {
+			t.Errorf("dead letter metadata: topic %q handler %q payload %q", topic, handler, payload)
+		}
+		reasons = append(reasons, reason)
+	}
+	all := strings.Join(reasons, " | ")
+	for _, want := range []string{"decode ScoreSubmitted", "unknown board"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("reasons %q lack %q", all, want)
+		}
+	}
+}
+
+// TestRedeliveryAppliesOnce: a Kafka message delivered again, and the whole outbox
+// replayed, change nothing; a redelivery still repairs a Redis entry that was lost.
+func TestRedeliveryAppliesOnce(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	for i, u := range []string{"r1", "r2", "r3"} {
+		body := fmt.Sprintf(`{"score": %d, "event_id": "ev-%s"}`, 100*(i+1), u)
+		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, u), body); r.status != 200 {
+			t.Fatalf("submit: %d %s", r.status, r.raw)
+		}
+	}
+	state := func() string {
+		var s string
+		_ = env.db().QueryRow(context.Background(),
+			`SELECT string_agg(user_id || ':' || score || ':' || version, ',' ORDER BY user_id) FROM board_entries WHERE user_id <> 'marker'`).Scan(&s)
+		return s
+	}
+	before := state()
+
+	// Lose r1 from Redis, then redeliver its event with a different value: the event id
+	// is applied already, so PostgreSQL keeps 100 and Redis is repaired to it.
+	k := env.prefix + ":{global:all_time}:"
+	member := strings.SplitN(env.rdb.HGet(context.Background(), k+"u", "r1").Val(), "|", 4)[3]
+	env.rdb.HDel(context.Background(), k+"u", "r1")
+	env.rdb.ZRem(context.Background(), k+"z", member)
+	dup, _ := json.Marshal(messages.ScoreSubmitted{EventID: "ev-r1", Board: "global", Period: "all_time", UserID: "r1", Value: 999999, OccurredAt: time.Now()})
+	produceRaw(t, broker, "leaderboard.score-events", &sarama.ProducerMessage{Key: sarama.StringEncoder("r1"), Value: sarama.ByteEncoder(dup)})
+	tok := mintToken(t, "reader")
+	eventually(t, 10*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/r1", tok, "")
+		if r.status != 200 || num(r.body["score"]) != 100 {
+			return r.raw
+		}
+		return ""
+	})
+
+	// Replay the whole outbox: move every forwarder back to the start.
+	for shard := 0; shard < 2; shard++ {
+		if _, err := env.db().Exec(context.Background(), fmt.Sprintf(
+			`UPDATE "watermill_offsets_score_commands_%d" SET offset_acked = 0, last_processed_transaction_id = '0'`, shard)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A marker submitted after the replay shows the replayed rows went through first.
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, "marker"), `{"score": 1}`); r.status != 200 {
+		t.Fatalf("marker: %d %s", r.status, r.raw)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if after := state(); after != before {
+		t.Fatalf("replay changed entries:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history`); n != 4 {
+		t.Fatalf("history rows %d, want 4", n)
+	}
+	if n := env.count(`SELECT count(*) FROM dead_letters`); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
+
+// TestRedisOutage: with Redis gone, writes are still accepted and nothing is
+// dead-lettered; when Redis returns, everything is applied.
+func TestRedisOutage(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0"})
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, "before"), `{"score": 1}`); r.status != 200 {
+		t.Fatalf("submit: %d %s", r.status, r.raw)
+	}
+	px.setDown(true)
+	for i := range 20 {
+		u := fmt.Sprintf("during-%02d", i)
+		if r := svc.submit(t, mintToken(t, u), fmt.Sprintf(`{"score": %d}`, 10+i)); r.status != http.StatusAccepted {
+			t.Fatalf("write during Redis outage: %d %s", r.status, r.raw)
+		}
+	}
+	// The projector applies to PostgreSQL and keeps retrying Redis (each partition waits
+	// behind its first failing message): nothing is poisoned.
+	eventually(t, 10*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history`); n < 2 {
+			return fmt.Sprintf("history %d", n)
+		}
+		return ""
+	})
+	time.Sleep(4 * time.Second) // longer than one retry cycle of the projector
+	if n := env.count(`SELECT count(*) FROM dead_letters`); n != 0 {
+		t.Fatalf("Redis outage dead-lettered %d messages", n)
+	}
+	px.setDown(false)
+	tok := mintToken(t, "reader")
+	eventually(t, 20*time.Second, func() string {
+		for i := range 20 {
+			u := fmt.Sprintf("during-%02d", i)
+			r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/"+u, tok, "")
+			if r.status != 200 || num(r.body["score"]) != int64(10+i) {
+				return u + ": " + r.raw
+			}
+		}
+		return ""
+	})
+	r := svc.do(t, http.MethodGet, "/v1/leaderboard/top?limit=100", tok, "")
+	if n := len(r.body["entries"].([]any)); n != 21 {
+		t.Fatalf("top has %d entries after recovery, want 21", n)
+	}
+}
+
+// TestPostgresOutage: with PostgreSQL gone, writes get 503 and nothing is acknowledged;
+// when it returns, writes are accepted again.
+func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	svc := env.start(map[string]string{"LEADERBOARD_POSTGRES_URL": fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", px.addr(), env.dbName)})
+	tok := mintToken(t, "pg")
+	px.setDown(true)
+	r := svc.submit(t, tok, `{"score": 5, "event_id": "pg-1"}`)
+	if r.status != http.StatusServiceUnavailable || r.body["error_code"] != "dependency_unavailable" || r.body["event_id"] != "pg-1" {
+		t.Fatalf("write with PostgreSQL down: %d %s", r.status, r.raw)
+	}
+	if rr := svc.do(t, http.MethodGet, "/readyz", "", ""); rr.status != 503 || !strings.Contains(rr.raw, "postgres") {
+		t.Fatalf("readyz with PostgreSQL down: %d %s", rr.status, rr.raw)
+	}
+	px.setDown(false)
+	eventually(t, 10*time.Second, func() string {
+		r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 5, "event_id": "pg-1"}`)
+		if r.status != 200 || r.body["status"] != "applied" {
+			return r.raw
+		}
+		return ""
+	})
+}
+
+// TestDegradedReadsMatchRedis: with Redis unreachable, top-N and per-user reads come from
+// PostgreSQL within a second, marked degraded, in the same order (ties included); when
+// Redis is back, reads come from it again.
+func TestDegradedReadsMatchRedis(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0"})
+	scores := map[string]int{"d-zed": 500, "d-amy": 500, "d-bob": 700, "d-cat": 100, "d-dan": 500, "d-eve": 900}
+	for _, u := range []string{"d-zed", "d-amy", "d-bob", "d-cat", "d-dan", "d-eve"} {
+		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, u), fmt.Sprintf(`{"score": %d}`, scores[u])); r.status != 200 {
+			t.Fatalf("submit %s: %d %s", u, r.status, r.raw)
+		}
+	}
+	tok := mintToken(t, "reader")
+	read := func() (string, map[string]int64, []string) {
+		r := svc.do(t, http.MethodGet, "/v1/leaderboard/top?limit=10", tok, "")
+		var order []string
+		for _, e := range r.body["entries"].([]any) {
+			m := e.(map[string]any)
+			order = append(order, fmt.Sprintf("%d:%s:%d:%s", num(m["rank"]), m["user_id"], num(m["score"]), m["nick_name"]))
+		}
+		ranks := map[string]int64{}
+		headers := []string{r.header.Get("X-Leaderboard-Degraded")}
+		for u := range scores {
+			ru := svc.do(t, http.MethodGet, "/v1/leaderboard/users/"+u, tok, "")
+			ranks[u] = num(ru.body["rank"])
+			headers = append(headers, ru.header.Get("X-Leaderboard-Degraded"))
+		}
+		return strings.Join(order, " "), ranks, headers
+	}
+	fromRedis, redisRanks, headers := read()
+	for _, h := range headers {
+		if h != "" {
+			t.Fatalf("degraded header with Redis up: %q", h)
+		}
+	}
+	px.setDown(true)
+	start := time.Now()
+	r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/d-amy", tok, "")
+	if took := time.Since(start); r.status != 200 || took > time.Second || r.header.Get("X-Leaderboard-Degraded") != "redis-unavailable" {
+		t.Fatalf("read with Redis down: %d in %v, header %q: %s", r.status, took, r.header.Get("X-Leaderboard-Degraded"), r.raw)
+	}
+	fromPG, pgRanks, headers := read()
+	if fromPG != fromRedis {
+		t.Fatalf("top from PostgreSQL differs:\n redis    %s\n postgres %s", fromRedis, fromPG)
+	}
+	if fmt.Sprint(pgRanks) != fmt.Sprint(redisRanks) {
+		t.Fatalf("ranks from PostgreSQL %v, from Redis %v", pgRanks, redisRanks)
+	}
+	for _, h := range headers {
+		if h != "redis-unavailable" {
+			t.Fatalf("degraded read not marked: %q", h)
+		}
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/nobody", tok, ""); r.status != 404 {
+		t.Fatalf("unknown user while degraded: %d", r.status)
+	}
+	px.setDown(false)
+	eventually(t, 5*time.Second, func() string {
+		if _, _, headers := read(); headers[0] != "" {
+			return "still degraded after Redis returned"
+		}
+		return ""
+	})
+}

@@ -1,0 +1,97 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/components/metrics"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openleaderboard/leaderboard/handlers"
+)
+
+// ProjectorHandlerName names the projector's handler in logs, metrics and dead letters;
+// it never changes, so dead letters keep pointing at it.
+const ProjectorHandlerName = "apply-score"
+
+// ProjectorGroup is the Kafka consumer group of the projector.
+const ProjectorGroup = "leaderboard-projector"
+
+// DeadLetterTopic is the poison topic name recorded for dead letters.
+const DeadLetterTopic = "dead_letters"
+
+// NewProjectorRouter builds the projector's router: the apply-score handler on the score
+// topic, behind correlation id, poison queue (permanent errors and panics only), retry
+// with exponential backoff (transient errors only), timeout, and recoverer, in that order.
+func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
+	wlog := NewLogger(logger.With("role", "projector"))
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, wlog)
+	if err != nil {
+		return nil, fmt.Errorf("projector router: %w", err)
+	}
+	poison, err := middleware.PoisonQueueWithFilter(deadLetters, DeadLetterTopic, shouldPoison)
+	if err != nil {
+		return nil, fmt.Errorf("projector poison queue: %w", err)
+	}
+	r.AddMiddleware(
+		middleware.CorrelationID,
+		poison,
+		middleware.Retry{
+			MaxRetries:          4,
+			InitialInterval:     100 * time.Millisecond,
+			MaxInterval:         2 * time.Second,
+			Multiplier:          2,
+			MaxElapsedTime:      10 * time.Second,
+			RandomizationFactor: 0.2,
+			ResetContextOnRetry: true,
+			// A message that can never apply goes to the dead letters at once: retrying
+			// it would only hold back its partition for the whole backoff.
+			ShouldRetry: func(p middleware.RetryParams) bool { return !handlers.IsPermanent(p.Err) },
+			Logger:      wlog,
+		}.Middleware,
+		logAttempts(logger.With("role", "projector", "handler", ProjectorHandlerName)),
+		middleware.Timeout(20*time.Second),
+		middleware.Recoverer,
+	)
+	// Innermost: every attempt is measured, so failed attempts count the retries.
+	addMetrics(r, reg)
+	r.AddConsumerHandler(ProjectorHandlerName, topic, sub, handle)
+	return r, nil
+}
+
+// shouldPoison sends only messages that can never succeed to the dead letters:
+// infrastructure errors are returned, so the message is redelivered until it applies.
+func shouldPoison(err error) bool {
+	var panicked middleware.RecoveredPanicError
+	return handlers.IsPermanent(err) || errors.As(err, &panicked)
+}
+
+// addMetrics adds Watermill's Prometheus metrics (handler time and result, messages
+// received and published) to a router.
+func addMetrics(r *message.Router, reg prometheus.Registerer) {
+	if reg != nil {
+		metrics.NewPrometheusMetricsBuilder(reg, "leaderboard", "watermill").AddPrometheusRouterMetrics(r)
+	}
+}
+
+// logAttempts logs every failed attempt (warn) and every handled message (debug) with the
+// correlation id the API gave the request and the event id, so one score can be followed
+// from the HTTP request through the outbox and Kafka to the projector.
+func logAttempts(logger *slog.Logger) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			attrs := []any{"correlation_id", middleware.MessageCorrelationID(msg), "event_id", msg.Metadata.Get("event_id"), "message_uuid", msg.UUID}
+			if err != nil {
+				logger.Warn("handler attempt failed", append(attrs, "err", err)...)
+			} else {
+				logger.Debug("message handled", attrs...)
+			}
+			return out, err
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/openleaderboard/leaderboard/handlers"
+)
+
+// capture is a dead-letter publisher that records what it is given.
+type capture struct {
+	mu   sync.Mutex
+	msgs []*message.Message
+}
+
+func (c *capture) Publish(_ string, msgs ...*message.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, msgs...)
+	return nil
+}
+
+func (c *capture) Close() error { return nil }
+
+func (c *capture) reasons() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]string{}
+	for _, m := range c.msgs {
+		out[m.UUID] = m.Metadata.Get("reason_poisoned")
+	}
+	return out
+}
+
+// TestProjectorMiddleware runs the projector's router against the in-process Kafka
+// broker: permanent errors (tried once, never retried) and panics are dead-lettered, a transient error is retried
+// until it succeeds and is never dead-lettered.
+func TestProjectorMiddleware(t *testing.T) {
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	topics := NewTopics("mw-test", 3)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	var transientFailures, permanentAttempts atomic.Int32
+	var succeeded sync.Map
+	handle := func(msg *message.Message) error {
+		switch string(msg.Payload) {
+		case "permanent":
+			permanentAttempts.Add(1)
+			return handlers.Permanent(errors.New("bad payload"))
+		case "panic":
+			panic("handler bug")
+		case "transient":
+			if transientFailures.Add(1) <= 6 { // more than one Retry cycle: it must come back after a Nack too
+				return fmt.Errorf("redis: %w", context.DeadlineExceeded)
+			}
+		}
+		succeeded.Store(msg.UUID, true)
+		return nil
+	}
+	dead := &capture{}
+	sub, err := NewKafkaSubscriber(broker.Addrs(), "mw-test-group", NewLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewProjectorRouter(sub, topics.Scores, handle, dead, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	<-r.Running()
+
+	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for _, body := range []string{"permanent", "panic", "transient", "fine"} {
+		msg := message.NewMessage(body, []byte(body))
+		msg.Metadata.Set("partition_key", body)
+		if err := pub.Publish(topics.Scores, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		_, okT := succeeded.Load("transient")
+		_, okF := succeeded.Load("fine")
+		if okT && okF && len(dead.reasons()) >= 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	reasons := dead.reasons()
+	if len(reasons) != 2 || reasons["permanent"] == "" || reasons["panic"] == "" {
+		t.Fatalf("dead letters %v, want exactly the permanent and the panicking message", reasons)
+	}
+	if _, ok := succeeded.Load("transient"); !ok {
+		t.Fatalf("transient failure was not retried to success (%d attempts)", transientFailures.Load())
+	}
+	if _, ok := succeeded.Load("fine"); !ok {
+		t.Fatal("healthy message not handled")
+	}
+	if n := permanentAttempts.Load(); n != 1 {
+		t.Fatalf("permanent failure handled %d times, want 1: it must not be retried", n)
+	}
+	if n := transientFailures.Load(); n < 7 {
+		t.Fatalf("transient message handled %d times, want retries until success", n)
+	}
+}
