@@ -173,6 +173,12 @@ func TestRealtimeStream(t *testing.T) {
 		svc.submit(t, mintToken(t, fmt.Sprintf("burst-%02d", i)), fmt.Sprintf(`{"score": %d}`, 100+i))
 	}
 	tok := mintToken(t, "reader")
+	eventually(t, 10*time.Second, func() string { // every burst score in Redis (202 came before that)
+		if n := env.rdb.ZCard(context.Background(), env.prefix+":{global:all_time}:z").Val(); n != 41 {
+			return fmt.Sprintf("%d of 41 entries in Redis", n)
+		}
+		return ""
+	})
 	eventually(t, 10*time.Second, func() string {
 		if want := topVersion(t, svc, tok); c.lastVersion() != want {
 			return fmt.Sprintf("stream at version %d, top at %d", c.lastVersion(), want)
@@ -197,12 +203,15 @@ func TestRealtimeStream(t *testing.T) {
 	if len(ups) > 25 {
 		t.Fatalf("%d snapshots for 41 changes: not coalesced", len(ups))
 	}
-	c.mu.Lock()
-	beats := strings.Count(strings.Join(c.notes, "\n"), "heartbeat")
-	c.mu.Unlock()
-	if beats < 2 {
-		t.Fatalf("%d heartbeats", beats)
-	}
+	// Heartbeats every 300 ms here: a quiet stream shows several within a second or two.
+	eventually(t, 3*time.Second, func() string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if beats := strings.Count(strings.Join(c.notes, "\n"), "heartbeat"); beats < 3 {
+			return fmt.Sprintf("%d heartbeats", beats)
+		}
+		return ""
+	})
 }
 
 // TestRealtimeReconnect: Last-Event-ID gets the latest snapshot when it is newer, and
