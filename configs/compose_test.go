@@ -53,6 +53,9 @@ func TestComposeStack(t *testing.T) {
 			t.Errorf("kafka-init does not create %s", topic)
 		}
 	}
+	if p := *svc("api-1").Environment["LEADERBOARD_SCORE_PARTITIONS"]; !strings.Contains(init, "--topic "+topics.Scores+" --partitions "+p+" ") {
+		t.Errorf("kafka-init does not create %s with the %s partitions the service is configured for", topics.Scores, p)
+	}
 	if !strings.Contains(init, "cleanup.policy=compact") {
 		t.Errorf("notifications topic is not compacted")
 	}
