@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/openleaderboard/leaderboard/handlers"
@@ -48,11 +49,9 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 			MaxElapsedTime:      10 * time.Second,
 			RandomizationFactor: 0.2,
 			ResetContextOnRetry: true,
-			// A message that can never apply goes to the dead letters at once: retrying
-			// it would only hold back its partition for the whole backoff.
-			ShouldRetry: func(p middleware.RetryParams) bool { return !handlers.IsPermanent(p.Err) },
-			Logger:      wlog,
+			Logger:              wlog,
 		}.Middleware,
+		stopRetryOnPermanent,
 		logAttempts(logger.With("role", "projector", "handler", ProjectorHandlerName)),
 		middleware.Timeout(20*time.Second),
 		middleware.Recoverer,
@@ -68,6 +67,21 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 func shouldPoison(err error) bool {
 	var panicked middleware.RecoveredPanicError
 	return handlers.IsPermanent(err) || errors.As(err, &panicked)
+}
+
+// stopRetryOnPermanent ends Retry's loop at a permanent error: a message that can never
+// apply goes to the dead letters on its first attempt instead of holding back its
+// partition for the whole backoff. It marks the error with backoff.Permanent, which Retry
+// unwraps again, rather than using Retry.ShouldRetry: in watermill v1.5.1 ShouldRetry
+// advances the backoff on every call and so doubles the waits between real retries.
+func stopRetryOnPermanent(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		if handlers.IsPermanent(err) {
+			return out, backoff.Permanent(err)
+		}
+		return out, err
+	}
 }
 
 // addMetrics adds Watermill's Prometheus metrics (handler time and result, messages
