@@ -94,11 +94,14 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) 
 		res.Entries += int64(len(states))
 		after = states[len(states)-1].UserID
 	}
-	minVersion, err := src.maxSeq(ctx)
+	seq, err := src.maxSeq(ctx)
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	out, err := swapScript.Run(ctx, b.rdb, k, b.topN, minVersion, time.Now().UnixMicro()).Slice()
+	// Strictly above the newest event's seq (the top an apply writes has a version of at
+	// least its batch's seq), so the rebuilt top reads as newer than the one that event
+	// produced even when Redis lost the top and its version.
+	out, err := swapScript.Run(ctx, b.rdb, k, b.topN, seq+1, time.Now().UnixMicro()).Slice()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: swap", err)
 	}
