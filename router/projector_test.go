@@ -41,8 +41,8 @@ func (c *capture) reasons() map[string]string {
 }
 
 // TestProjectorMiddleware runs the projector's router against the in-process Kafka
-// broker: permanent errors (tried once, never retried) and panics are dead-lettered, a transient error is retried
-// until it succeeds and is never dead-lettered.
+// broker: permanent errors (tried once, never retried) and panics are dead-lettered; a
+// transient error is retried until it succeeds and is never dead-lettered.
 func TestProjectorMiddleware(t *testing.T) {
 	broker, err := StartEmbeddedKafka("", 0)
 	if err != nil {
