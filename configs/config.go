@@ -57,6 +57,9 @@ type Config struct {
 	PprofAddr string
 	// SSEHeartbeat is the comment interval on idle realtime streams.
 	SSEHeartbeat time.Duration
+	// WaitTimeout bounds how long POST /v1/scores?wait=true waits for the projection
+	// before it answers 202.
+	WaitTimeout time.Duration
 	// SSEMaxStreams and SSEMaxStreamsPerUser cap this process's realtime streams.
 	SSEMaxStreams        int
 	SSEMaxStreamsPerUser int
@@ -181,6 +184,14 @@ func Load(getenv func(string) string) (Config, error) {
 		c.SSEHeartbeat = 15 * time.Second
 	} else {
 		c.SSEHeartbeat = d
+	}
+
+	wt := get("LEADERBOARD_WAIT_TIMEOUT", "5s")
+	if d, err := time.ParseDuration(wt); err != nil || d < 100*time.Millisecond || d > time.Minute {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_WAIT_TIMEOUT=%q: want a duration from 100ms to 1m", wt))
+		c.WaitTimeout = 5 * time.Second
+	} else {
+		c.WaitTimeout = d
 	}
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
 )
@@ -58,6 +59,9 @@ func TestLoadDefaults(t *testing.T) {
 			if c.JWTSecret != configs.DevJWTSecret || !c.UsesDevSecret() {
 				t.Errorf("JWTSecret = %q, want the documented development secret", c.JWTSecret)
 			}
+			if c.WaitTimeout != 5*time.Second {
+				t.Errorf("WaitTimeout = %v, want the documented 5s", c.WaitTimeout)
+			}
 			if c.OutboxShards < 1 || c.ScorePartitions < 1 || c.TopN < 10 || c.RedisPrefix == "" || c.TopicPrefix == "" {
 				t.Errorf("internal defaults out of range: %+v", c)
 			}
@@ -102,6 +106,11 @@ func TestLoadValidValues(t *testing.T) {
 		{"secret of 16 characters", map[string]string{"LEADERBOARD_JWT_SECRET": "0123456789abcdef"}, func(t *testing.T, c configs.Config) {
 			if c.JWTSecret != "0123456789abcdef" || c.UsesDevSecret() {
 				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"wait timeout", map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "30s"}, func(t *testing.T, c configs.Config) {
+			if c.WaitTimeout != 30*time.Second {
+				t.Errorf("wait timeout %v", c.WaitTimeout)
 			}
 		}},
 		{"outbox shards", map[string]string{"LEADERBOARD_OUTBOX_SHARDS": "8"}, func(t *testing.T, c configs.Config) {
@@ -164,6 +173,9 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_LOG_LEVEL", "verbose"},
 		{"LEADERBOARD_REDIS_PREFIX", "lb prod"},
 		{"LEADERBOARD_TOPIC_PREFIX", "a/b"},
+		{"LEADERBOARD_WAIT_TIMEOUT", "5"},
+		{"LEADERBOARD_WAIT_TIMEOUT", "10ms"},
+		{"LEADERBOARD_WAIT_TIMEOUT", "2m"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {

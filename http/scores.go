@@ -221,7 +221,7 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 			s.metrics.accepts.WithLabelValues("accepted").Inc()
 		}
 		if r.URL.Query().Get("wait") == "true" {
-			if cur, ok := s.waitApplied(ctx, eventID, board.ID, userID); ok {
+			if cur, ok := s.waitApplied(ctx, eventID, board.ID, userID, value); ok {
 				encode(w, http.StatusOK, entryResponse{Status: "applied", EventID: eventID, UserID: userID, Score: cur.Score, Rank: cur.Rank, UpdatedAt: cur.UpdatedAt})
 				return
 			}
@@ -230,15 +230,16 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 	}
 }
 
-// waitApplied polls until the projection applied the event and Redis shows the entry,
-// or WaitTimeout passes.
-func (s *server) waitApplied(ctx context.Context, eventID, board, userID string) (storage.Entry, bool) {
+// waitApplied polls until the projection applied the event and Redis shows it (an entry
+// of at least value: the board keeps the best score, and PostgreSQL is written before
+// Redis), or WaitTimeout passes.
+func (s *server) waitApplied(ctx context.Context, eventID, board, userID string, value int64) (storage.Entry, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	for {
 		if ok, err := s.Requests.IsApplied(ctx, eventID); err == nil && ok {
-			if cur, err := s.Boards.User(ctx, board, allTimePeriod, userID); err == nil {
+			if cur, err := s.Boards.User(ctx, board, allTimePeriod, userID); err == nil && cur.Score >= value {
 				return cur, true
 			}
 		}

@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 		handler := lbhttp.NewServer(lbhttp.Deps{
 			Config: cfg, Logger: logger, Commands: outbox, Boards: boards,
 			Requests: requestLog{db: db, projection: storage.NewProjection(pool)},
-			Ready:    readiness(pool, boards, brokers, running), Registry: reg,
+			Ready:    readiness(pool, boards, brokers, running), Registry: reg, WaitTimeout: cfg.WaitTimeout,
 			Hub: hub, Realtime: lbhttp.RealtimeConfig{Heartbeat: cfg.SSEHeartbeat},
 			DeadLetters: storage.NewDeadLetterAdmin(db, schema, cfg.OutboxShards),
 			Fallback:    storage.NewRanks(pool),
