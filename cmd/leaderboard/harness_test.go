@@ -63,6 +63,9 @@ func newTestEnv(t *testing.T) *testEnv {
 		"LEADERBOARD_LOG_LEVEL":           "warn",
 		"LEADERBOARD_SCORE_PARTITIONS":    "6",
 		"LEADERBOARD_OUTBOX_SHARDS":       "2",
+		// ?wait=true answers 200 "applied" once the score is applied: give a pipeline
+		// slowed by a loaded CI machine far longer than the 5 s default to get there.
+		"LEADERBOARD_WAIT_TIMEOUT": "30s",
 	}
 	e.rdb = redis.NewClient(&redis.Options{Addr: testRedis})
 	t.Cleanup(func() {
@@ -249,6 +252,22 @@ func (s *service) do(t *testing.T, method, path, tok, body string) response {
 func (s *service) submit(t *testing.T, tok, body string) response {
 	t.Helper()
 	return s.do(t, http.MethodPost, "/v1/scores", tok, body)
+}
+
+// metricsShow waits until /metrics prints every one of the given series (a prefix of
+// the line, with or without its value): the projector counts an event just after
+// Redis shows it, so one scrape right after a read can be a moment early.
+func metricsShow(t *testing.T, s *service, series ...string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		m := s.do(t, http.MethodGet, "/metrics", "", "").raw
+		for _, want := range series {
+			if !strings.Contains(m, want) {
+				return "/metrics lacks " + want
+			}
+		}
+		return ""
+	})
 }
 
 // eventually retries check until it returns "" or the timeout passes.

@@ -129,6 +129,15 @@ func (c *sseClient) lastVersion() int64 {
 	return v[len(v)-1]
 }
 
+// mustApply submits with ?wait=true and requires the score applied (Redis shows it), so
+// the top's version read next already counts it.
+func mustApply(t *testing.T, s *service, tok, body string) {
+	t.Helper()
+	if r := s.do(t, http.MethodPost, "/v1/scores?wait=true", tok, body); r.status != 200 || r.body["status"] != "applied" {
+		t.Fatalf("submit %s: %d %s", body, r.status, r.raw)
+	}
+}
+
 func topVersion(t *testing.T, s *service, tok string) int64 {
 	t.Helper()
 	return num(s.do(t, http.MethodGet, "/v1/leaderboard/top", tok, "").body["version"])
@@ -145,7 +154,7 @@ func TestRealtimeStream(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("stream: %d", status)
 	}
-	eventually(t, 5*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if len(c.named("leaderboard.updated")) == 0 {
 			return "no snapshot on connect"
 		}
@@ -156,8 +165,8 @@ func TestRealtimeStream(t *testing.T) {
 		t.Fatalf("empty-board snapshot: id %q %v", snap.id, snap.data)
 	}
 
-	svc.do(t, http.MethodPost, "/v1/scores?wait=true", alice, `{"score": 50}`)
-	eventually(t, 5*time.Second, func() string {
+	mustApply(t, svc, alice, `{"score": 50}`)
+	eventually(t, 20*time.Second, func() string {
 		u := c.named("user.rank.updated")
 		if len(u) == 0 || u[len(u)-1].data["user_id"] != "alice" || num(u[len(u)-1].data["rank"]) != 1 || num(u[len(u)-1].data["score"]) != 50 {
 			return fmt.Sprintf("user events %v", u)
@@ -169,17 +178,19 @@ func TestRealtimeStream(t *testing.T) {
 	})
 
 	// A burst: 40 new leaders as fast as the API takes them.
+	burstStart := time.Now()
 	for i := range 40 {
 		svc.submit(t, mintToken(t, fmt.Sprintf("burst-%02d", i)), fmt.Sprintf(`{"score": %d}`, 100+i))
 	}
+	burst := time.Since(burstStart)
 	tok := mintToken(t, "reader")
-	eventually(t, 10*time.Second, func() string { // every burst score in Redis (202 came before that)
+	eventually(t, 30*time.Second, func() string { // every burst score in Redis (202 came before that)
 		if n := env.rdb.ZCard(context.Background(), env.prefix+":{global:all_time}:z").Val(); n != 41 {
 			return fmt.Sprintf("%d of 41 entries in Redis", n)
 		}
 		return ""
 	})
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if want := topVersion(t, svc, tok); c.lastVersion() != want {
 			return fmt.Sprintf("stream at version %d, top at %d", c.lastVersion(), want)
 		}
@@ -190,21 +201,33 @@ func TestRealtimeStream(t *testing.T) {
 	if entries := last.data["entries"].([]any); len(entries) != 10 || entries[0].(map[string]any)["user_id"] != "burst-39" {
 		t.Fatalf("final snapshot: %v", last.data)
 	}
+	// The server spaces snapshots 250 ms apart (the hub's unit tests check the window
+	// exactly). Seen from the client, a stall on either side can bring two of them
+	// closer, so: at most one gap under 100 ms, and 200 ms or more on average.
+	short := 0
 	for i := 1; i < len(ups); i++ {
 		v0, _ := strconv.Atoi(ups[i-1].id)
 		v1, _ := strconv.Atoi(ups[i].id)
 		if v1 <= v0 {
 			t.Fatalf("versions went %d -> %d", v0, v1)
 		}
-		if gap := ups[i].at.Sub(ups[i-1].at); i > 1 && gap < 100*time.Millisecond { // the server spaces them 250 ms; allow for delivery jitter
-			t.Fatalf("events %d and %d only %v apart: not coalesced", i-1, i, gap)
+		if gap := ups[i].at.Sub(ups[i-1].at); i > 1 && gap < 100*time.Millisecond {
+			if short++; short > 1 {
+				t.Fatalf("events %d and %d only %v apart, the second gap under 100 ms: not coalesced", i-1, i, gap)
+			}
 		}
 	}
-	if len(ups) > 25 {
-		t.Fatalf("%d snapshots for 41 changes: not coalesced", len(ups))
+	if n := len(ups) - 2; n > 1 { // gaps after the first update (the snapshot on connect may be close to it)
+		if avg := ups[len(ups)-1].at.Sub(ups[1].at) / time.Duration(n); avg < 200*time.Millisecond {
+			t.Fatalf("%d snapshots, %v apart on average: not coalesced", len(ups), avg)
+		}
+	}
+	// 41 changes in well under 5 s give at most about 20 windows of 250 ms.
+	if burst < 4*time.Second && len(ups) > 25 {
+		t.Fatalf("%d snapshots for 41 changes made in %v: not coalesced", len(ups), burst)
 	}
 	// Heartbeats every 300 ms here: a quiet stream shows several within a second or two.
-	eventually(t, 3*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if beats := strings.Count(strings.Join(c.notes, "\n"), "heartbeat"); beats < 3 {
@@ -222,7 +245,7 @@ func TestRealtimeReconnect(t *testing.T) {
 	svc := env.start(nil)
 	tok := mintToken(t, "re")
 	for i := range 3 {
-		svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, fmt.Sprintf("re-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
+		mustApply(t, svc, mintToken(t, fmt.Sprintf("re-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
 	}
 	current := topVersion(t, svc, tok)
 	rt := svc.realtimeToken(t, tok)
@@ -230,7 +253,7 @@ func TestRealtimeReconnect(t *testing.T) {
 	behind, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current-1, 10))
 	upToDate, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current, 10))
 	ahead, _ := svc.stream(t, "token="+rt, strconv.FormatInt(current+1000, 10))
-	eventually(t, 5*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if behind.lastVersion() != current {
 			return fmt.Sprintf("behind client at %d, want %d", behind.lastVersion(), current)
 		}
@@ -244,9 +267,9 @@ func TestRealtimeReconnect(t *testing.T) {
 		t.Fatalf("client ahead got older versions %v", v)
 	}
 	// A new change reaches the up-to-date client without a gap.
-	svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, "re-new"), `{"score": 99}`)
+	mustApply(t, svc, mintToken(t, "re-new"), `{"score": 99}`)
 	next := topVersion(t, svc, tok)
-	eventually(t, 5*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if upToDate.lastVersion() != next {
 			return fmt.Sprintf("up-to-date client at %d, want %d", upToDate.lastVersion(), next)
 		}
@@ -300,11 +323,11 @@ func TestRealtimeTwoAPIProcesses(t *testing.T) {
 	ca, _ := a.stream(t, "token="+a.realtimeToken(t, tok), "")
 	cb, _ := b.stream(t, "token="+b.realtimeToken(t, tok), "")
 	for i := range 5 {
-		a.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, fmt.Sprintf("twin-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
+		mustApply(t, a, mintToken(t, fmt.Sprintf("twin-%d", i)), fmt.Sprintf(`{"score": %d}`, 10+i))
 		time.Sleep(600 * time.Millisecond) // well over the coalescing window: every version is streamed
 	}
 	want := topVersion(t, a, tok)
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if ca.lastVersion() != want || cb.lastVersion() != want {
 			return fmt.Sprintf("a at %d, b at %d, want %d", ca.lastVersion(), cb.lastVersion(), want)
 		}
