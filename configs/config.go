@@ -117,6 +117,15 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		return n
 	}
+	durationVar := func(name string, def, min, max time.Duration) time.Duration {
+		raw := get(name, def.String())
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < min || d > max {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration from %v to %v", name, raw, min, max))
+			return def
+		}
+		return d
+	}
 
 	c := Config{
 		HTTPAddr:             get("LEADERBOARD_HTTP_ADDR", "127.0.0.1:8080"),
@@ -178,21 +187,8 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	hb := get("LEADERBOARD_SSE_HEARTBEAT", "15s")
-	if d, err := time.ParseDuration(hb); err != nil || d < 100*time.Millisecond || d > 15*time.Second {
-		errs = append(errs, fmt.Errorf("LEADERBOARD_SSE_HEARTBEAT=%q: want a duration from 100ms to 15s", hb))
-		c.SSEHeartbeat = 15 * time.Second
-	} else {
-		c.SSEHeartbeat = d
-	}
-
-	wt := get("LEADERBOARD_WAIT_TIMEOUT", "5s")
-	if d, err := time.ParseDuration(wt); err != nil || d < 100*time.Millisecond || d > time.Minute {
-		errs = append(errs, fmt.Errorf("LEADERBOARD_WAIT_TIMEOUT=%q: want a duration from 100ms to 1m", wt))
-		c.WaitTimeout = 5 * time.Second
-	} else {
-		c.WaitTimeout = d
-	}
+	c.SSEHeartbeat = durationVar("LEADERBOARD_SSE_HEARTBEAT", 15*time.Second, 100*time.Millisecond, 15*time.Second)
+	c.WaitTimeout = durationVar("LEADERBOARD_WAIT_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
 	loc, err := time.LoadLocation(tz)

@@ -173,6 +173,8 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_LOG_LEVEL", "verbose"},
 		{"LEADERBOARD_REDIS_PREFIX", "lb prod"},
 		{"LEADERBOARD_TOPIC_PREFIX", "a/b"},
+		{"LEADERBOARD_SSE_HEARTBEAT", "20s"},
+		{"LEADERBOARD_SSE_HEARTBEAT", "soon"},
 		{"LEADERBOARD_WAIT_TIMEOUT", "5"},
 		{"LEADERBOARD_WAIT_TIMEOUT", "10ms"},
 		{"LEADERBOARD_WAIT_TIMEOUT", "2m"},

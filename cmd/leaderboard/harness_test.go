@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -254,16 +255,25 @@ func (s *service) submit(t *testing.T, tok, body string) response {
 	return s.do(t, http.MethodPost, "/v1/scores", tok, body)
 }
 
-// metricsShow waits until /metrics prints every one of the given series (a prefix of
-// the line, with or without its value): the projector counts an event just after
-// Redis shows it, so one scrape right after a read can be a moment early.
+// metricsShow waits until /metrics has every one of the given series, written as
+// printed: `name{labels}` must be present, `name{labels} value` must have exactly that
+// value. The projector counts an event just after Redis shows it, so one scrape right
+// after a read can be a moment early.
 func metricsShow(t *testing.T, s *service, series ...string) {
 	t.Helper()
 	eventually(t, 20*time.Second, func() string {
-		m := s.do(t, http.MethodGet, "/metrics", "", "").raw
+		got := scrape(t, s)
 		for _, want := range series {
-			if !strings.Contains(m, want) {
-				return "/metrics lacks " + want
+			name, value, hasValue := want, 0.0, false
+			if i := strings.LastIndexByte(want, ' '); i > 0 {
+				v, err := strconv.ParseFloat(want[i+1:], 64)
+				if err != nil {
+					t.Fatalf("metricsShow: bad value in %q", want)
+				}
+				name, value, hasValue = want[:i], v, true
+			}
+			if v, ok := got[name]; !ok || hasValue && v != value {
+				return fmt.Sprintf("/metrics has %s = %v (present %v), want %q", name, v, ok, want)
 			}
 		}
 		return ""
