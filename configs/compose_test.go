@@ -18,7 +18,7 @@ import (
 func TestComposeStack(t *testing.T) {
 	opts, err := cli.NewProjectOptions([]string{"../compose.yaml"},
 		cli.WithWorkingDirectory(".."), cli.WithName("leaderboard"),
-		cli.WithEnv([]string{"LEADERBOARD_JWT_SECRET=compose-test-secret-0123456789"}), cli.WithInterpolation(true))
+		cli.WithEnv([]string{"LEADERBOARD_JWT_SECRET=compose-test-secret-0123456789-abcd"}), cli.WithInterpolation(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +93,16 @@ func TestComposeStack(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: configs rejects the compose environment: %v", name, err)
 			continue
+		}
+		// The published development secret must not start a compose service.
+		devEnv := func(k string) string {
+			if k == "LEADERBOARD_JWT_SECRET" {
+				return configs.DevJWTSecret
+			}
+			return env[k]
+		}
+		if _, err := configs.Load(devEnv); err == nil || !strings.Contains(err.Error(), "LEADERBOARD_JWT_SECRET") {
+			t.Errorf("%s: compose accepts the development secret: %v", name, err)
 		}
 		if cfg.EmbeddedKafka || cfg.UsesDevSecret() || !cfg.Runs(role) || len(cfg.Roles) != 1 {
 			t.Errorf("%s: embedded kafka %v, dev secret %v, roles %v", name, cfg.EmbeddedKafka, cfg.UsesDevSecret(), cfg.Roles)

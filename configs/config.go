@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,8 +14,13 @@ import (
 )
 
 // DevJWTSecret is the documented development secret used when LEADERBOARD_JWT_SECRET
-// is not set. The service logs a warning when it runs with it.
+// is not set. Anyone can sign tokens with it, so it is accepted only while the API
+// listens on a loopback address; the service logs a warning when it runs with it.
 const DevJWTSecret = "leaderboard-dev-secret-change-me"
+
+// MinJWTSecretBytes is the shortest LEADERBOARD_JWT_SECRET accepted (HS256 wants a key at
+// least as long as its 32-byte output).
+const MinJWTSecretBytes = 32
 
 // Role names accepted in LEADERBOARD_ROLES.
 const (
@@ -48,8 +54,10 @@ type Config struct {
 	// OutboxShards is the number of outbox tables, each relayed by its own forwarder.
 	OutboxShards int
 	JWTSecret    string
-	Roles        map[string]bool
-	Timezone     *time.Location
+	// JWTMaxTTL is the longest lifetime a bearer token may have (from iat, or from now).
+	JWTMaxTTL time.Duration
+	Roles     map[string]bool
+	Timezone  *time.Location
 	// TopN is how many entries the cached top of each board holds.
 	TopN     int
 	LogLevel string
@@ -63,7 +71,10 @@ type Config struct {
 	// SSEMaxStreams and SSEMaxStreamsPerUser cap this process's realtime streams.
 	SSEMaxStreams        int
 	SSEMaxStreamsPerUser int
-	Boards               []Board
+	// ProjectorStuckAfter is how long a partition may keep failing on one message (with
+	// transient errors) before /readyz reports the projector.
+	ProjectorStuckAfter time.Duration
+	Boards              []Board
 }
 
 // Board describes one leaderboard: how values combine and which bounds apply.
@@ -73,6 +84,12 @@ type Board struct {
 	Period   string // all_time, daily, season, match
 	MinValue int64
 	MaxValue int64
+}
+
+// ValidPeriod reports whether p names a period of the board: "all_time" for all-time
+// boards.
+func (b Board) ValidPeriod(p string) bool {
+	return b.Period == "all_time" && p == "all_time"
 }
 
 // MaxExactScore is the largest integer a Redis sorted-set score (a double) holds exactly.
@@ -147,11 +164,11 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 
 	if c.PprofAddr != "" {
-		if _, _, err := splitHostPort(c.PprofAddr); err != nil {
+		if err := checkHostPort(c.PprofAddr); err != nil {
 			errs = append(errs, fmt.Errorf("LEADERBOARD_PPROF_ADDR=%q: %w", c.PprofAddr, err))
 		}
 	}
-	if _, _, err := splitHostPort(c.HTTPAddr); err != nil {
+	if err := checkHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_HTTP_ADDR=%q: %w", c.HTTPAddr, err))
 	}
 	if u, err := url.Parse(c.PostgresURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || strings.Trim(u.Path, "/") == "" {
@@ -167,7 +184,7 @@ func Load(getenv func(string) string) (Config, error) {
 	} else {
 		for _, b := range strings.Split(brokers, ",") {
 			b = strings.TrimSpace(b)
-			if _, _, err := splitHostPort(b); err != nil {
+			if err := checkHostPort(b); err != nil {
 				errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_BROKERS: %q is not host:port", b))
 				continue
 			}
@@ -189,6 +206,8 @@ func Load(getenv func(string) string) (Config, error) {
 
 	c.SSEHeartbeat = durationVar("LEADERBOARD_SSE_HEARTBEAT", 15*time.Second, 100*time.Millisecond, 15*time.Second)
 	c.WaitTimeout = durationVar("LEADERBOARD_WAIT_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute)
+	c.JWTMaxTTL = durationVar("LEADERBOARD_JWT_MAX_TTL", 24*time.Hour, time.Minute, 30*24*time.Hour)
+	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
 	loc, err := time.LoadLocation(tz)
@@ -209,10 +228,27 @@ func Load(getenv func(string) string) (Config, error) {
 	if !validName(c.TopicPrefix) {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_TOPIC_PREFIX=%q: want letters, digits, '_', '-' or '.'", c.TopicPrefix))
 	}
-	if len(c.JWTSecret) < 16 {
-		errs = append(errs, errors.New("LEADERBOARD_JWT_SECRET: want at least 16 characters"))
+	switch {
+	case c.UsesDevSecret() && checkHostPort(c.HTTPAddr) == nil && !IsLoopback(c.HTTPAddr):
+		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_SECRET: the development secret is published and accepted only while the API listens on a loopback address, not on %q: set a secret of at least %d bytes (for example: openssl rand -hex 32)", c.HTTPAddr, MinJWTSecretBytes))
+	case len(c.JWTSecret) < MinJWTSecretBytes:
+		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_SECRET: want at least %d bytes, got %d", MinJWTSecretBytes, len(c.JWTSecret)))
 	}
 	return c, errors.Join(errs...)
+}
+
+// IsLoopback reports whether a listen address (host:port) accepts connections from this
+// machine only: a loopback IP or localhost. An empty host listens on every interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // UsesDevSecret reports whether the JWT secret is the documented development one.
@@ -263,16 +299,16 @@ func maskURL(raw string) string {
 	return u.String()
 }
 
-func splitHostPort(addr string) (string, string, error) {
-	i := strings.LastIndex(addr, ":")
-	if i < 0 {
-		return "", "", errors.New("want host:port")
+// checkHostPort accepts host:port with a numeric port (the host may be empty).
+func checkHostPort(addr string) error {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
 	}
-	port, err := strconv.Atoi(addr[i+1:])
-	if err != nil || port < 0 || port > 65535 {
-		return "", "", errors.New("want host:port with a numeric port")
+	if port, err := strconv.Atoi(portStr); err != nil || port < 0 || port > 65535 {
+		return errors.New("want host:port with a numeric port")
 	}
-	return addr[:i], addr[i+1:], nil
+	return nil
 }
 
 func validName(s string) bool {

@@ -103,9 +103,29 @@ func TestLoadValidValues(t *testing.T) {
 				t.Errorf("EmbeddedKafka = %v, KafkaBrokers = %q", c.EmbeddedKafka, c.KafkaBrokers)
 			}
 		}},
-		{"secret of 16 characters", map[string]string{"LEADERBOARD_JWT_SECRET": "0123456789abcdef"}, func(t *testing.T, c configs.Config) {
-			if c.JWTSecret != "0123456789abcdef" || c.UsesDevSecret() {
+		{"secret of 32 bytes", map[string]string{"LEADERBOARD_JWT_SECRET": "0123456789abcdef0123456789abcdef"}, func(t *testing.T, c configs.Config) {
+			if c.JWTSecret != "0123456789abcdef0123456789abcdef" || c.UsesDevSecret() {
 				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"development secret on loopback addresses", map[string]string{"LEADERBOARD_HTTP_ADDR": "[::1]:8080"}, func(t *testing.T, c configs.Config) {
+			if !c.UsesDevSecret() {
+				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"development secret on localhost", map[string]string{"LEADERBOARD_HTTP_ADDR": "localhost:8080"}, func(t *testing.T, c configs.Config) {
+			if !c.UsesDevSecret() {
+				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"development secret on 127.0.0.2", map[string]string{"LEADERBOARD_HTTP_ADDR": "127.0.0.2:8080"}, func(t *testing.T, c configs.Config) {
+			if !c.UsesDevSecret() {
+				t.Errorf("JWTSecret = %q", c.JWTSecret)
+			}
+		}},
+		{"jwt max ttl and projector stuck bound", map[string]string{"LEADERBOARD_JWT_MAX_TTL": "2h", "LEADERBOARD_PROJECTOR_STUCK_AFTER": "30s"}, func(t *testing.T, c configs.Config) {
+			if c.JWTMaxTTL != 2*time.Hour || c.ProjectorStuckAfter != 30*time.Second {
+				t.Errorf("JWTMaxTTL %v, ProjectorStuckAfter %v", c.JWTMaxTTL, c.ProjectorStuckAfter)
 			}
 		}},
 		{"wait timeout", map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "30s"}, func(t *testing.T, c configs.Config) {
@@ -122,6 +142,7 @@ func TestLoadValidValues(t *testing.T) {
 			"LEADERBOARD_POSTGRES_URL": "postgresql://lb:pw@db.internal:5433/scores",
 			"LEADERBOARD_REDIS_URL":    "rediss://cache.internal:6380/2",
 			"LEADERBOARD_HTTP_ADDR":    ":9000",
+			"LEADERBOARD_JWT_SECRET":   "a-production-secret-of-32-bytes!",
 		}, func(t *testing.T, c configs.Config) {
 			if c.PostgresURL != "postgresql://lb:pw@db.internal:5433/scores" || c.RedisURL != "rediss://cache.internal:6380/2" || c.HTTPAddr != ":9000" {
 				t.Errorf("config = %+v", c)
@@ -156,7 +177,10 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_KAFKA_BROKERS", "kafka:port"},
 		{"LEADERBOARD_KAFKA_BROKERS", "kafka:70000"},
 		{"LEADERBOARD_JWT_SECRET", "tooShortSecret"},
-		{"LEADERBOARD_JWT_SECRET", "0123456789abcde"}, // 15 characters
+		{"LEADERBOARD_JWT_SECRET", "0123456789abcdef0123456789abcde"}, // 31 bytes
+		{"LEADERBOARD_HTTP_ADDR", "0.0.0.0:8080"},                     // the development secret off loopback
+		{"LEADERBOARD_JWT_MAX_TTL", "forever"},
+		{"LEADERBOARD_PROJECTOR_STUCK_AFTER", "10ms"},
 		{"LEADERBOARD_OUTBOX_SHARDS", "two"},
 		{"LEADERBOARD_OUTBOX_SHARDS", "1.5"},
 		{"LEADERBOARD_OUTBOX_SHARDS", "0"},
@@ -186,13 +210,13 @@ func TestLoadRejectsBadValues(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Load accepted %s=%q", tt.variable, tt.value)
 			}
-			if !strings.Contains(err.Error(), tt.variable) {
+			if !strings.Contains(err.Error(), tt.variable) && !(tt.variable == "LEADERBOARD_HTTP_ADDR" && strings.Contains(err.Error(), "LEADERBOARD_JWT_SECRET")) {
 				t.Errorf("error %q does not name %s", err, tt.variable)
 			}
 			// Only the bad variable is reported.
 			for _, other := range []string{"LEADERBOARD_ROLES", "LEADERBOARD_TIMEZONE", "LEADERBOARD_KAFKA_BROKERS", "LEADERBOARD_JWT_SECRET",
 				"LEADERBOARD_OUTBOX_SHARDS", "LEADERBOARD_POSTGRES_URL", "LEADERBOARD_REDIS_URL", "LEADERBOARD_HTTP_ADDR"} {
-				if other != tt.variable && strings.Contains(err.Error(), other) {
+				if other != tt.variable && strings.Contains(err.Error(), other) && !(tt.value == "0.0.0.0:8080" && other == "LEADERBOARD_JWT_SECRET") {
 					t.Errorf("error %q also blames %s", err, other)
 				}
 			}
@@ -249,11 +273,11 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		{
 			name: "jwt secret and userinfo passwords",
 			vars: map[string]string{
-				"LEADERBOARD_JWT_SECRET":   "JwtSecretValue-0123456789",
+				"LEADERBOARD_JWT_SECRET":   "JwtSecretValue-0123456789-abcdefgh",
 				"LEADERBOARD_POSTGRES_URL": "postgres://lb:PgSecretPw@db.internal:5432/leaderboard?sslmode=disable",
 				"LEADERBOARD_REDIS_URL":    "redis://default:RedisSecretPw@cache.internal:6379/0",
 			},
-			secrets: []string{"JwtSecretValue-0123456789", "PgSecretPw", "RedisSecretPw"},
+			secrets: []string{"JwtSecretValue-0123456789-abcdefgh", "PgSecretPw", "RedisSecretPw"},
 			want:    []string{"db.internal:5432", "cache.internal:6379", "127.0.0.1:8080"},
 		},
 		{

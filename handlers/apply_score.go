@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/openleaderboard/leaderboard/configs"
@@ -156,6 +159,9 @@ func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 	if !ok {
 		return storage.ScoreEvent{}, fmt.Errorf("unknown board %q", cmd.Board)
 	}
+	if !b.ValidPeriod(cmd.Period) {
+		return storage.ScoreEvent{}, fmt.Errorf("invalid period %q for board %s", cmd.Period, b.ID)
+	}
 	if cmd.Value < b.MinValue || cmd.Value > b.MaxValue {
 		return storage.ScoreEvent{}, fmt.Errorf("value %d outside [%d, %d] of board %s", cmd.Value, b.MinValue, b.MaxValue, b.ID)
 	}
@@ -182,17 +188,45 @@ func (a *ApplyScore) work() {
 				break drain
 			}
 		}
-		fresh, err := a.apply(batch)
-		if err != nil {
-			a.metrics.applied.WithLabelValues("failed").Add(float64(len(batch)))
-		} else {
-			a.metrics.applied.WithLabelValues("applied").Add(float64(fresh))
-			a.metrics.applied.WithLabelValues("redelivered").Add(float64(len(batch) - fresh))
-		}
-		for _, p := range batch {
-			p.done <- err
-		}
+		a.settle(batch)
 	}
+}
+
+// settle applies a batch and answers each event's handler call. A batch that fails for
+// any reason but an unreachable store is split: each event is applied on its own, so one
+// event PostgreSQL rejects (or one that panics) fails alone and the others apply.
+func (a *ApplyScore) settle(batch []pendingEvent) {
+	fresh, err := a.safeApply(batch)
+	if err != nil && len(batch) > 1 && !errors.Is(err, storage.ErrUnavailable) {
+		a.logger.Warn("projector batch failed, applying its events one by one", "events", len(batch), "err", err)
+		for _, p := range batch {
+			a.settle([]pendingEvent{p})
+		}
+		return
+	}
+	if err != nil {
+		a.metrics.applied.WithLabelValues("failed").Add(float64(len(batch)))
+		if errors.Is(err, storage.ErrRejected) {
+			err = Permanent(err)
+		}
+	} else {
+		a.metrics.applied.WithLabelValues("applied").Add(float64(fresh))
+		a.metrics.applied.WithLabelValues("redelivered").Add(float64(len(batch) - fresh))
+	}
+	for _, p := range batch {
+		p.done <- err
+	}
+}
+
+// safeApply runs apply, turning a panic into the error the router's Recoverer would give
+// (the poison queue takes it).
+func (a *ApplyScore) safeApply(batch []pendingEvent) (fresh int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = middleware.RecoveredPanicError{V: v, Stacktrace: string(debug.Stack())}
+		}
+	}()
+	return a.apply(batch)
 }
 
 // apply runs one batch: PostgreSQL first (the source of truth), then the Redis mirror

@@ -1,15 +1,22 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // TestApplyScoreRejectsPermanently: messages that can never apply fail with a
@@ -25,16 +32,18 @@ func TestApplyScoreRejectsPermanently(t *testing.T) {
 		return b
 	}
 	cases := map[string][]byte{
-		"not json":         []byte(`{"event_id":`),
-		"not utf-8":        {0xff, 0xfe},
-		"unknown field":    []byte(`{"event_id":"e1","board":"global","period":"all_time","user_id":"u1","value":1,"occurred_at":"2026-01-01T00:00:00Z","extra":1}`),
-		"string value":     []byte(`{"event_id":"e1","board":"global","period":"all_time","user_id":"u1","value":"1","occurred_at":"2026-01-01T00:00:00Z"}`),
-		"unknown board":    with(func(c *messages.ScoreSubmitted) { c.Board = "nope" }),
-		"negative value":   with(func(c *messages.ScoreSubmitted) { c.Value = -1 }),
-		"value over 2^53":  with(func(c *messages.ScoreSubmitted) { c.Value = configs.MaxExactScore + 1 }),
-		"bad user id":      with(func(c *messages.ScoreSubmitted) { c.UserID = "a b" }),
-		"missing event id": with(func(c *messages.ScoreSubmitted) { c.EventID = "" }),
-		"missing time":     with(func(c *messages.ScoreSubmitted) { c.OccurredAt = time.Time{} }),
+		"not json":          []byte(`{"event_id":`),
+		"not utf-8":         {0xff, 0xfe},
+		"unknown field":     []byte(`{"event_id":"e1","board":"global","period":"all_time","user_id":"u1","value":1,"occurred_at":"2026-01-01T00:00:00Z","extra":1}`),
+		"string value":      []byte(`{"event_id":"e1","board":"global","period":"all_time","user_id":"u1","value":"1","occurred_at":"2026-01-01T00:00:00Z"}`),
+		"unknown board":     with(func(c *messages.ScoreSubmitted) { c.Board = "nope" }),
+		"negative value":    with(func(c *messages.ScoreSubmitted) { c.Value = -1 }),
+		"value over 2^53":   with(func(c *messages.ScoreSubmitted) { c.Value = configs.MaxExactScore + 1 }),
+		"bad user id":       with(func(c *messages.ScoreSubmitted) { c.UserID = "a b" }),
+		"missing event id":  with(func(c *messages.ScoreSubmitted) { c.EventID = "" }),
+		"missing time":      with(func(c *messages.ScoreSubmitted) { c.OccurredAt = time.Time{} }),
+		"period with a NUL": with(func(c *messages.ScoreSubmitted) { c.Period = "all\x00time" }),
+		"another period":    with(func(c *messages.ScoreSubmitted) { c.Period = "2026-01-01" }),
 	}
 	for name, payload := range cases {
 		err := a.Handle(message.NewMessage("m", payload))
@@ -45,4 +54,129 @@ func TestApplyScoreRejectsPermanently(t *testing.T) {
 	if _, err := a.decode(with(func(*messages.ScoreSubmitted) {})); err != nil {
 		t.Fatalf("valid command rejected: %v", err)
 	}
+}
+
+// fakeProjection fails any batch that holds a "bad" event (as PostgreSQL fails a whole
+// transaction), panics on any batch with a "boom" event, and records what it applied.
+type fakeProjection struct {
+	mu      sync.Mutex
+	applied []string
+	batches int
+}
+
+func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent) (storage.AppliedBatch, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches++
+	for _, e := range events {
+		switch e.UserID {
+		case "bad":
+			return storage.AppliedBatch{}, fmt.Errorf("apply: %w: SQLSTATE 22021", storage.ErrRejected)
+		case "boom":
+			panic("projection bug")
+		case "down":
+			return storage.AppliedBatch{}, fmt.Errorf("apply: %w: connection refused", storage.ErrUnavailable)
+		}
+	}
+	out := storage.AppliedBatch{Fresh: make([]bool, len(events)), NewEvents: len(events)}
+	for i, e := range events {
+		f.applied = append(f.applied, e.UserID)
+		out.Fresh[i] = true
+		out.Entries = append(out.Entries, storage.EntryState{Board: e.Board, Period: e.Period, UserID: e.UserID, Score: e.Value, Version: 1})
+	}
+	return out, nil
+}
+
+type nopMirror struct{}
+
+func (nopMirror) Apply(context.Context, string, string, []storage.EntryState, map[string]string, int64) (storage.Top, bool, error) {
+	return storage.Top{}, false, nil
+}
+
+// TestApplyScoreSplitsFailingBatches: one event PostgreSQL rejects, or one that panics,
+// fails alone (permanently, so it is dead-lettered) and every other event of its batch is
+// applied; an unreachable store fails the events without splitting and without making
+// them permanent.
+func TestApplyScoreSplitsFailingBatches(t *testing.T) {
+	proj := &fakeProjection{}
+	a := NewApplyScore(proj, nopMirror{}, nil, ApplyScoreConfig{Boards: configs.DefaultBoards(), Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	// Hold the worker so that every event below lands in one batch.
+	release, entered := make(chan struct{}), make(chan struct{})
+	held := pendingEvent{event: storage.ScoreEvent{UserID: "holder"}, done: make(chan error, 1)}
+	a.projection = &holdProjection{inner: proj, release: release, entered: entered}
+	a.queue <- held
+	<-entered // the worker holds a batch of one: the events below queue behind it
+
+	users := []string{"u1", "bad", "u2", "boom", "u3"}
+	errs := make(map[string]error)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-" + u, Board: "global", Period: "all_time", UserID: u, Value: 10, OccurredAt: time.Now()})
+			err := a.Handle(message.NewMessage(u, body))
+			mu.Lock()
+			errs[u] = err
+			mu.Unlock()
+		}()
+	}
+	// Wait until all five are queued behind the held batch, then let it go.
+	for len(a.queue) < len(users) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	<-held.done
+
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if errs[u] != nil {
+			t.Errorf("%s shared a batch with failing events and failed: %v", u, errs[u])
+		}
+	}
+	if err := errs["bad"]; !IsPermanent(err) || !errors.Is(err, storage.ErrRejected) {
+		t.Errorf("rejected event: %v, want a permanent error", err)
+	}
+	var panicked middleware.RecoveredPanicError
+	if err := errs["boom"]; !errors.As(err, &panicked) {
+		t.Errorf("panicking event: %v, want a recovered panic", err)
+	}
+	proj.mu.Lock()
+	applied := strings.Join(proj.applied, ",")
+	proj.mu.Unlock()
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if strings.Count(applied, u) != 1 {
+			t.Errorf("applied %q: %s applied %d times, want once", applied, u, strings.Count(applied, u))
+		}
+	}
+
+	// An unreachable store fails each event with a transient error, in one attempt.
+	before := proj.batches
+	body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-down", Board: "global", Period: "all_time", UserID: "down", Value: 1, OccurredAt: time.Now()})
+	if err := a.Handle(message.NewMessage("down", body)); err == nil || IsPermanent(err) || !errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("unreachable store: %v, want a transient error", err)
+	}
+	if proj.batches != before+1 {
+		t.Errorf("unreachable store: %d attempts, want 1", proj.batches-before)
+	}
+}
+
+// holdProjection blocks its first batch until release is closed.
+type holdProjection struct {
+	inner            ScoreProjection
+	release, entered chan struct{}
+	once             sync.Once
+}
+
+func (h *holdProjection) Apply(ctx context.Context, events []storage.ScoreEvent) (storage.AppliedBatch, error) {
+	first := false
+	h.once.Do(func() { first = true })
+	if first {
+		close(h.entered)
+		<-h.release
+		return storage.AppliedBatch{Fresh: make([]bool, len(events))}, nil
+	}
+	return h.inner.Apply(ctx, events)
 }

@@ -24,19 +24,6 @@ type DeadLetterStore interface {
 	Delete(ctx context.Context, id int64, actor string) error
 }
 
-// requireRole answers 403 to tokens without the role.
-func (s *server) requireRole(role string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !claimsFrom(r.Context()).HasRole(role) {
-				writeError(w, r, http.StatusForbidden, "forbidden", "this endpoint needs the "+role+" role", "")
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
 type deadLetterItem struct {
 	ID         int64     `json:"id"`
 	UUID       string    `json:"uuid"`

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -12,8 +13,8 @@ import (
 
 // BoardMaintenance rebuilds Redis boards from PostgreSQL and compares the two.
 type BoardMaintenance interface {
-	Rebuild(ctx context.Context, board, period string) (storage.RebuildResult, error)
-	CheckConsistency(ctx context.Context, board, period string, full bool, sample int) (storage.ConsistencyReport, error)
+	Rebuild(ctx context.Context, actor, board, period string) (storage.RebuildResult, error)
+	CheckConsistency(ctx context.Context, actor, board, period string, full bool, sample int) (storage.ConsistencyReport, error)
 }
 
 func (s *server) handleRebuild() http.HandlerFunc {
@@ -23,7 +24,11 @@ func (s *server) handleRebuild() http.HandlerFunc {
 			writeError(w, r, http.StatusNotFound, "not_found", "unknown board", "")
 			return
 		}
-		res, err := s.Maintenance.Rebuild(context.WithoutCancel(r.Context()), board.ID, board.Period)
+		res, err := s.Maintenance.Rebuild(context.WithoutCancel(r.Context()), claimsFrom(r.Context()).Subject, board.ID, board.Period)
+		if errors.Is(err, storage.ErrRebuildRunning) {
+			writeError(w, r, http.StatusConflict, "rebuild_in_progress", "a rebuild of this board is already running; retry when it ends", "")
+			return
+		}
 		if err != nil {
 			s.readFailed(w, r, err)
 			return
@@ -61,7 +66,7 @@ func (s *server) handleConsistency() http.HandlerFunc {
 			}
 			sample = n
 		}
-		rep, err := s.Maintenance.CheckConsistency(r.Context(), board.ID, board.Period, full, sample)
+		rep, err := s.Maintenance.CheckConsistency(r.Context(), claimsFrom(r.Context()).Subject, board.ID, board.Period, full, sample)
 		if err != nil {
 			s.readFailed(w, r, err)
 			return

@@ -3,9 +3,11 @@ package http
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -29,38 +31,108 @@ func claimsFrom(ctx context.Context) *Claims {
 	return c
 }
 
-// ParseToken verifies an HS256 token and its claims: exp required, sub a valid user id.
-func ParseToken(secret []byte, raw string, opts ...jwt.ParserOption) (*Claims, error) {
+// clockSkew is how far exp, nbf and iat may be off the server's clock.
+const clockSkew = 30 * time.Second
+
+// realtimeAudience marks the short-lived tokens browsers put in the stream URL. Such a
+// token opens streams and nothing else.
+const realtimeAudience = "realtime"
+
+// errRealtimeToken refuses a realtime token where a bearer token is required.
+var errRealtimeToken = errors.New("a realtime token only opens streams")
+
+// tokens verifies and signs the service's HS256 tokens.
+type tokens struct {
+	secret []byte
+	maxTTL time.Duration
+	now    func() time.Time
+}
+
+// parse verifies a token: HS256 with the secret, exp required, exp/nbf/iat within the
+// clock skew, iat not in the future, a lifetime of at most maxTTL (from iat, or from now
+// without one) and sub a valid user id.
+func (k tokens) parse(raw string, opts ...jwt.ParserOption) (*Claims, error) {
 	claims := &Claims{}
-	opts = append(opts, jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
-	_, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return secret, nil }, opts...)
-	if err != nil {
+	opts = append(opts, jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(),
+		jwt.WithLeeway(clockSkew), jwt.WithIssuedAt(), jwt.WithTimeFunc(k.now))
+	if _, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return k.secret, nil }, opts...); err != nil {
 		return nil, err
 	}
 	if !messages.ValidUserID(claims.Subject) {
 		return nil, errors.New("sub is not a valid user id")
 	}
+	from := k.now()
+	if claims.IssuedAt != nil {
+		from = claims.IssuedAt.Time
+	}
+	if claims.ExpiresAt.Sub(from) > k.maxTTL {
+		return nil, fmt.Errorf("token lives longer than %v", k.maxTTL)
+	}
 	return claims, nil
 }
 
+// bearer verifies a token from the Authorization header: any valid token but a realtime one.
+func (k tokens) bearer(raw string) (*Claims, error) {
+	c, err := k.parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(c.Audience, realtimeAudience) {
+		return nil, errRealtimeToken
+	}
+	return c, nil
+}
+
+// realtime verifies a realtime token (from a stream URL).
+func (k tokens) realtime(raw string) (*Claims, error) {
+	return k.parse(raw, jwt.WithAudience(realtimeAudience))
+}
+
+// signRealtime signs a realtime token for a user, valid for ttl.
+func (k tokens) signRealtime(sub, name string, ttl time.Duration) (string, time.Time, error) {
+	now := k.now()
+	exp := now.Add(ttl).UTC().Truncate(time.Second)
+	claims := Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, Audience: jwt.ClaimStrings{realtimeAudience}, ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now)},
+		Name:             name,
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(k.secret)
+	return tok, exp, err
+}
+
+// authenticate requires a bearer token; realtime tokens are refused.
 func (s *server) authenticate(next http.Handler) http.Handler {
-	secret := []byte(s.Config.JWTSecret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		raw, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || raw == "" {
+		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(raw) == "" {
 			writeError(w, r, http.StatusUnauthorized, "unauthorized", "missing bearer token", "")
 			return
 		}
-		claims, err := ParseToken(secret, strings.TrimSpace(raw))
+		claims, err := s.tokens.bearer(strings.TrimSpace(raw))
 		if err != nil {
 			msg := "invalid token"
-			if errors.Is(err, jwt.ErrTokenExpired) {
+			switch {
+			case errors.Is(err, jwt.ErrTokenExpired):
 				msg = "token expired"
+			case errors.Is(err, errRealtimeToken):
+				msg = "a realtime token only opens streams: send a bearer token"
 			}
 			writeError(w, r, http.StatusUnauthorized, "unauthorized", msg, "")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimsKey{}, claims)))
 	})
+}
+
+// requireRole answers 403 to tokens without the role.
+func (s *server) requireRole(role string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !claimsFrom(r.Context()).HasRole(role) {
+				writeError(w, r, http.StatusForbidden, "forbidden", "this endpoint needs the "+role+" role", "")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -95,13 +96,23 @@ func (s *server) observe(next http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
-		s.metrics.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		method := methodLabel(r.Method)
+		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
+		s.metrics.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		if sw.status >= 500 {
 			s.Logger.Warn("request failed", "method", r.Method, "route", route, "status", sw.status,
 				"request_id", requestIDFrom(r.Context()), "took", time.Since(start))
 		}
 	})
+}
+
+// methodLabel keeps the method label to a closed set: a caller cannot create series by
+// inventing methods.
+func methodLabel(m string) string {
+	if slices.Contains(knownMethods, m) {
+		return m
+	}
+	return "other"
 }
 
 func (s *server) recoverPanics(next http.Handler) http.Handler {

@@ -8,12 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
-
-// realtimeAudience marks the short-lived tokens browsers put in the stream URL.
-const realtimeAudience = "realtime"
 
 // RealtimeConfig tunes the SSE endpoint.
 type RealtimeConfig struct {
@@ -43,18 +38,6 @@ func (c *RealtimeConfig) setDefaults() {
 	}
 }
 
-// signRealtimeToken signs a short-lived token for the realtime stream only.
-func (s *server) signRealtimeToken(sub, name string) (string, time.Time, error) {
-	now := time.Now()
-	exp := now.Add(s.Realtime.TokenTTL).UTC().Truncate(time.Second)
-	claims := Claims{
-		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, Audience: jwt.ClaimStrings{realtimeAudience}, ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now)},
-		Name:             name,
-	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(s.Config.JWTSecret))
-	return tok, exp, err
-}
-
 func (s *server) handleRealtimeToken() http.HandlerFunc {
 	type response struct {
 		Token     string    `json:"token"`
@@ -62,7 +45,7 @@ func (s *server) handleRealtimeToken() http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := claimsFrom(r.Context())
-		tok, exp, err := s.signRealtimeToken(c.Subject, c.Name)
+		tok, exp, err := s.tokens.signRealtime(c.Subject, c.Name, s.Realtime.TokenTTL)
 		if err != nil {
 			writeError(w, r, http.StatusInternalServerError, "internal", "cannot sign token", "")
 			return
@@ -71,15 +54,14 @@ func (s *server) handleRealtimeToken() http.HandlerFunc {
 	}
 }
 
-// streamClaims authenticates a stream: a realtime token in ?token=, or a bearer token.
+// streamClaims authenticates a stream: a realtime token in ?token= (a bearer token there
+// is refused: it would sit in URLs and logs), or a bearer token in the header.
 func (s *server) streamClaims(r *http.Request) (*Claims, error) {
-	secret := []byte(s.Config.JWTSecret)
 	if raw := r.URL.Query().Get("token"); raw != "" {
-		c, err := ParseToken(secret, raw, jwt.WithAudience(realtimeAudience))
-		return c, err
+		return s.tokens.realtime(raw)
 	}
 	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return ParseToken(secret, strings.TrimSpace(raw))
+		return s.tokens.bearer(strings.TrimSpace(raw))
 	}
 	return nil, errors.New("missing token")
 }

@@ -2,45 +2,50 @@ package http
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Every route is registered here. Authentication runs per endpoint (chi groups), after
+// routing, so a wrong method is answered 405 before any token is looked at.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverPanics)
+	r.Use(s.requestID, securityHeaders, s.observe, s.recoverPanics)
 
 	s.opsRoutes(r)
 
 	r.Get("/", s.handlePage())
-	r.Route("/v1", func(r chi.Router) {
-		// The stream authenticates itself: browsers pass a realtime token in the URL.
-		r.Get("/realtime/leaderboard", s.handleRealtimeLeaderboard())
-		r.Group(func(r chi.Router) {
-			r.Use(s.authenticate)
-			r.Get("/realtime/token", s.handleRealtimeToken())
-			r.Post("/scores", s.handleSubmitScore())
-			r.Get("/leaderboard/top", s.handleTop())
-			r.Get("/leaderboard/users/{user_id}", s.handleUser())
-			r.Get("/leaderboard/me", s.handleMe())
-		})
+	r.Get("/static/live.js", s.handleStatic("text/javascript; charset=utf-8", pageJS))
+	r.Get("/static/live.css", s.handleStatic("text/css; charset=utf-8", pageCSS))
+
+	// The stream authenticates itself: browsers pass a realtime token in the URL.
+	r.Get("/v1/realtime/leaderboard", s.handleRealtimeLeaderboard())
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Get("/v1/realtime/token", s.handleRealtimeToken())
+		r.Post("/v1/scores", s.handleSubmitScore())
+		r.Get("/v1/leaderboard/top", s.handleTop())
+		r.Get("/v1/leaderboard/users/{user_id}", s.handleUser())
+		r.Get("/v1/leaderboard/me", s.handleMe())
 	})
-	r.Route("/admin", func(r chi.Router) {
+	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.requireRole("admin"))
-		r.Get("/dlq", s.handleListDeadLetters())
-		r.Post("/dlq/requeue", s.handleRequeueMatching())
-		r.Get("/dlq/{id}", s.handleGetDeadLetter())
-		r.Post("/dlq/{id}/requeue", s.handleRequeueDeadLetter())
-		r.Delete("/dlq/{id}", s.handleDeleteDeadLetter())
-		r.Post("/boards/{board_id}/rebuild", s.handleRebuild())
-		r.Get("/consistency", s.handleConsistency())
+		r.Get("/admin/dlq", s.handleListDeadLetters())
+		r.Post("/admin/dlq/requeue", s.handleRequeueMatching())
+		// Ids are digits, so /admin/dlq/requeue is never taken for an id.
+		r.Get("/admin/dlq/{id:[0-9]+}", s.handleGetDeadLetter())
+		r.Post("/admin/dlq/{id:[0-9]+}/requeue", s.handleRequeueDeadLetter())
+		r.Delete("/admin/dlq/{id:[0-9]+}", s.handleDeleteDeadLetter())
+		r.Post("/admin/boards/{board_id}/rebuild", s.handleRebuild())
+		r.Get("/admin/consistency", s.handleConsistency())
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint", "")
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint", "")
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		methodNotAllowed(allowedMethods(r, req.URL.Path)...)(w, req)
 	})
 	return r
 }
@@ -50,4 +55,35 @@ func (s *server) opsRoutes(r chi.Router) {
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+}
+
+// methodNotAllowed answers 405 with the Allow header.
+func methodNotAllowed(allow ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint; allowed: "+strings.Join(allow, ", "), "")
+	}
+}
+
+// allowedMethods lists the methods routes has for path (chi keeps its own list private).
+func allowedMethods(routes chi.Routes, path string) []string {
+	var allow []string
+	for _, m := range knownMethods {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// knownMethods is the closed set of methods the service names, in Allow headers and
+// metric labels; any other method is "other".
+var knownMethods = []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut}
+
+// securityHeaders sets the headers every response carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }

@@ -172,7 +172,7 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 		// When Redis cannot answer, the command is accepted and the projector decides.
 		if cur, err := s.Boards.User(ctx, board.ID, allTimePeriod, userID); err == nil && value <= cur.Score {
 			if clientID {
-				stored, err := s.Requests.LookupRequest(ctx, eventID)
+				stored, err := s.Requests.LookupRequest(ctx, userID, eventID)
 				switch {
 				case err == nil && bytes.Equal(stored, hash):
 					s.metrics.accepts.WithLabelValues("duplicate").Inc()
@@ -238,7 +238,7 @@ func (s *server) waitApplied(ctx context.Context, eventID, board, userID string,
 	defer cancel()
 	delay := 5 * time.Millisecond
 	for {
-		if ok, err := s.Requests.IsApplied(ctx, eventID); err == nil && ok {
+		if ok, err := s.Requests.IsApplied(ctx, userID, eventID); err == nil && ok {
 			if cur, err := s.Boards.User(ctx, board, allTimePeriod, userID); err == nil && cur.Score >= value {
 				return cur, true
 			}

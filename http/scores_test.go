@@ -12,10 +12,10 @@ import (
 // appliedLog says every event is applied (PostgreSQL has it).
 type appliedLog struct{}
 
-func (appliedLog) LookupRequest(context.Context, string) ([]byte, error) {
+func (appliedLog) LookupRequest(context.Context, string, string) ([]byte, error) {
 	return nil, storage.ErrNotFound
 }
-func (appliedLog) IsApplied(context.Context, string) (bool, error) { return true, nil }
+func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { return true, nil }
 
 // laggingMirror is Redis behind PostgreSQL: it shows the user's old score for the first
 // reads, then the new one.

@@ -26,10 +26,10 @@ type BoardReader interface {
 	User(ctx context.Context, board, period, userID string) (storage.Entry, error)
 }
 
-// RequestLog looks up accepted event ids (the body hash they were accepted with).
+// RequestLog looks up a user's accepted event ids (the body hash they were accepted with).
 type RequestLog interface {
-	LookupRequest(ctx context.Context, eventID string) ([]byte, error)
-	IsApplied(ctx context.Context, eventID string) (bool, error)
+	LookupRequest(ctx context.Context, userID, eventID string) ([]byte, error)
+	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 }
 
 // Deps are what the HTTP API needs.
@@ -58,6 +58,7 @@ type Deps struct {
 type server struct {
 	Deps
 	metrics httpMetrics
+	tokens  tokens
 }
 
 // NewServer returns the API's handler.
@@ -66,8 +67,12 @@ func NewServer(d Deps) http.Handler {
 		d.WaitTimeout = 5 * time.Second
 	}
 	d.Realtime.setDefaults()
-	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry)}
+	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry), tokens: newTokens(d.Config)}
 	return s.routes()
+}
+
+func newTokens(cfg configs.Config) tokens {
+	return tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: time.Now}
 }
 
 // NewOpsServer returns the handler of a process that runs no API role (a relay or a

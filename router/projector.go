@@ -28,7 +28,9 @@ const DeadLetterTopic = "dead_letters"
 // NewProjectorRouter builds the projector's router: the apply-score handler on the score
 // topic, behind correlation id, poison queue (permanent errors and panics only), retry
 // with exponential backoff (transient errors only), timeout, and recoverer, in that order.
-func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
+//
+// stuck, when set, goes outermost and tracks partitions that keep failing.
+func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, stuck *StuckPartitions, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
 	wlog := NewLogger(logger.With("role", "projector"))
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, wlog)
 	if err != nil {
@@ -37,6 +39,9 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 	poison, err := middleware.PoisonQueueWithFilter(deadLetters, DeadLetterTopic, shouldPoison)
 	if err != nil {
 		return nil, fmt.Errorf("projector poison queue: %w", err)
+	}
+	if stuck != nil {
+		r.AddMiddleware(stuck.Middleware)
 	}
 	r.AddMiddleware(
 		middleware.CorrelationID,

@@ -72,11 +72,12 @@ func TestProjectorMiddleware(t *testing.T) {
 		return nil
 	}
 	dead := &capture{}
+	stuck := NewStuckPartitions(time.Now)
 	sub, err := NewKafkaSubscriber(broker.Addrs(), "mw-test-group", NewLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewProjectorRouter(sub, topics.Scores, handle, dead, nil, logger)
+	r, err := NewProjectorRouter(sub, topics.Scores, handle, dead, stuck, nil, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

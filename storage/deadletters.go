@@ -43,15 +43,18 @@ func (d *DeadLetters) Publish(_ string, msgs ...*message.Message) error {
 		}
 		// A requeued message carries the attempts of its earlier poisonings.
 		attempts, _ := strconv.Atoi(m.Metadata.Get(MetaAttempts))
-		var eventID *string
+		var eventID, userID *string
 		if id := cleanText(m.Metadata.Get("event_id")); id != "" {
 			eventID = &id
 		}
+		if id := cleanText(m.Metadata.Get("partition_key")); id != "" {
+			userID = &id
+		}
 		ctx := context.WithoutCancel(m.Context())
 		_, err = d.pool.Exec(ctx, `
-			INSERT INTO dead_letters (uuid, event_id, payload, metadata, reason, topic, handler, subscriber, attempts)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			cleanText(m.UUID), eventID, []byte(m.Payload), meta, clean[metaReason], clean[metaTopic],
+			INSERT INTO dead_letters (uuid, event_id, user_id, payload, metadata, reason, topic, handler, subscriber, attempts)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			cleanText(m.UUID), eventID, userID, []byte(m.Payload), meta, clean[metaReason], clean[metaTopic],
 			clean[metaHandler], clean[metaSubscriber], attempts+1)
 		if err != nil {
 			return unavailable("store dead letter", err)

@@ -216,13 +216,10 @@ func (a *DeadLetterAdmin) inTx(ctx context.Context, fn func(*sql.Tx) error) erro
 }
 
 func audit(ctx context.Context, tx *sql.Tx, actor, action string, ids []int64, detail map[string]any) error {
-	if detail == nil {
-		detail = map[string]any{}
-	}
-	d, err := json.Marshal(detail)
+	args, err := AuditEntry{Actor: actor, Action: action, Target: "dead_letters", IDs: ids, Detail: detail}.args()
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO admin_audit (actor, action, target_ids, detail) VALUES ($1, $2, $3, $4)`, actor, action, ids, d)
+	_, err = tx.ExecContext(ctx, insertAudit, args...)
 	return err
 }

@@ -219,19 +219,19 @@ func (o *Outbox) commit(shard int, batch []pendingCommand) (outcomes []AcceptOut
 	rows, err := tx.QueryContext(ctx, `
 		INSERT INTO score_requests (event_id, body_hash, user_id, board_id)
 		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[])
-		ON CONFLICT (event_id) DO NOTHING
-		RETURNING event_id`, ids, hashes, users, boards)
+		ON CONFLICT (user_id, event_id) DO NOTHING
+		RETURNING user_id, event_id`, ids, hashes, users, boards)
 	if err != nil {
 		return nil, unavailable("outbox: record requests", err)
 	}
-	inserted := map[string]bool{}
+	inserted := map[requestKey]bool{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var k requestKey
+		if err := rows.Scan(&k.user, &k.event); err != nil {
 			rows.Close()
 			return nil, unavailable("outbox: scan", err)
 		}
-		inserted[id] = true
+		inserted[k] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable("outbox: record requests", err)
@@ -239,19 +239,21 @@ func (o *Outbox) commit(shard int, batch []pendingCommand) (outcomes []AcceptOut
 
 	outcomes = make([]AcceptOutcome, len(batch))
 	var msgs []*message.Message
-	var known []string
-	firstHash := map[string][]byte{}
+	var known []requestKey
+	firstHash := map[requestKey][]byte{}
 	for i, p := range batch {
-		id := p.cmd.EventID
-		if inserted[id] {
-			if _, seen := firstHash[id]; !seen { // the first of this event id in the batch wins
-				firstHash[id] = p.cmd.BodyHash
+		k := requestKey{p.cmd.UserID, p.cmd.EventID}
+		if inserted[k] {
+			if _, seen := firstHash[k]; !seen { // the first of this event id in the batch wins
+				firstHash[k] = p.cmd.BodyHash
 				outcomes[i] = Accepted
+				// The relay partitions by it, and its rewind and prune match (user, event id).
+				p.cmd.Msg.Metadata.Set(metaPartitionKey, p.cmd.UserID)
 				msgs = append(msgs, p.cmd.Msg)
 				continue
 			}
 		}
-		known = append(known, id)
+		known = append(known, k)
 	}
 	if len(known) > 0 {
 		stored, err := storedHashes(ctx, tx, known)
@@ -265,7 +267,7 @@ func (o *Outbox) commit(shard int, batch []pendingCommand) (outcomes []AcceptOut
 			if outcomes[i] != 0 {
 				continue
 			}
-			if bytes.Equal(stored[p.cmd.EventID], p.cmd.BodyHash) {
+			if bytes.Equal(stored[requestKey{p.cmd.UserID, p.cmd.EventID}], p.cmd.BodyHash) {
 				outcomes[i] = Duplicate
 			} else {
 				outcomes[i] = Conflict
@@ -289,28 +291,42 @@ func (o *Outbox) commit(shard int, batch []pendingCommand) (outcomes []AcceptOut
 	return outcomes, nil
 }
 
-func storedHashes(ctx context.Context, tx *sql.Tx, ids []string) (map[string][]byte, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT event_id, body_hash FROM score_requests WHERE event_id = ANY($1::text[])`, ids)
+// metaPartitionKey is the metadata key of the Kafka partition key (messages.MetaPartitionKey):
+// the user id of a command.
+const metaPartitionKey = "partition_key"
+
+// requestKey identifies an accepted command: event ids are scoped by user.
+type requestKey struct{ user, event string }
+
+func storedHashes(ctx context.Context, tx *sql.Tx, keys []requestKey) (map[requestKey][]byte, error) {
+	users, events := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], events[i] = k.user, k.event
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT r.user_id, r.event_id, r.body_hash FROM score_requests r
+		JOIN unnest($1::text[], $2::text[]) AS k(u, e) ON r.user_id = k.u AND r.event_id = k.e`, users, events)
 	if err != nil {
 		return nil, unavailable("outbox: look up requests", err)
 	}
 	defer rows.Close()
-	out := map[string][]byte{}
+	out := map[requestKey][]byte{}
 	for rows.Next() {
-		var id string
+		var k requestKey
 		var h []byte
-		if err := rows.Scan(&id, &h); err != nil {
+		if err := rows.Scan(&k.user, &k.event, &h); err != nil {
 			return nil, unavailable("outbox: scan request", err)
 		}
-		out[id] = h
+		out[k] = h
 	}
 	return out, unavailable("outbox: look up requests", rows.Err())
 }
 
-// LookupRequest returns the body hash recorded for an accepted event id, or ErrNotFound.
-func LookupRequest(ctx context.Context, db DBTX, eventID string) ([]byte, error) {
+// LookupRequest returns the body hash recorded for a user's accepted event id, or
+// ErrNotFound.
+func LookupRequest(ctx context.Context, db DBTX, userID, eventID string) ([]byte, error) {
 	var h []byte
-	err := db.QueryRowContext(ctx, `SELECT body_hash FROM score_requests WHERE event_id = $1`, eventID).Scan(&h)
+	err := db.QueryRowContext(ctx, `SELECT body_hash FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&h)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -130,12 +130,15 @@ func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
 	if !bytes.Equal(hash, cmd.BodyHash) || user != "alice" || board != "global" {
 		t.Errorf("score_requests = %x %s %s", hash, user, board)
 	}
-	got, err := storage.LookupRequest(ctx, f.db, "ev-1")
+	got, err := storage.LookupRequest(ctx, f.db, "alice", "ev-1")
 	if err != nil || !bytes.Equal(got, cmd.BodyHash) {
-		t.Errorf("LookupRequest(ev-1) = %x, %v", got, err)
+		t.Errorf("LookupRequest(alice, ev-1) = %x, %v", got, err)
 	}
-	if _, err := storage.LookupRequest(ctx, f.db, "ev-none"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.LookupRequest(ctx, f.db, "alice", "ev-none"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("LookupRequest(unknown) err = %v, want ErrNotFound", err)
+	}
+	if _, err := storage.LookupRequest(ctx, f.db, "bob", "ev-1"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("LookupRequest(bob, alice's event id) err = %v, want ErrNotFound", err)
 	}
 }
 
@@ -151,16 +154,16 @@ func TestOutboxDuplicateAndConflict(t *testing.T) {
 	if got := f.accept(command("ev-1", "bob", "body-b")); got != storage.Conflict {
 		t.Errorf("same event id, other body: %v, want Conflict", got)
 	}
-	// Another user (possibly another shard) reusing the event id conflicts too.
-	if got := f.accept(command("ev-1", "someone-else", "body-c")); got != storage.Conflict {
-		t.Errorf("same event id from another user: %v, want Conflict", got)
+	// Event ids are scoped by user: another user's ev-1 is a command of its own.
+	if got := f.accept(command("ev-1", "someone-else", "body-c")); got != storage.Accepted {
+		t.Errorf("same event id from another user: %v, want Accepted", got)
 	}
 	total := len(outboxRows(t, f.pool, 0)) + len(outboxRows(t, f.pool, 1))
-	if total != 1 {
-		t.Errorf("outbox rows = %d, want 1", total)
+	if total != 2 {
+		t.Errorf("outbox rows = %d, want 2", total)
 	}
 	var hash []byte
-	if err := f.pool.QueryRow(testContext(t), `SELECT body_hash FROM score_requests WHERE event_id = 'ev-1'`).Scan(&hash); err != nil {
+	if err := f.pool.QueryRow(testContext(t), `SELECT body_hash FROM score_requests WHERE event_id = 'ev-1' AND user_id = 'bob'`).Scan(&hash); err != nil {
 		t.Fatal(err)
 	}
 	if want := sha256.Sum256([]byte("body-a")); !bytes.Equal(hash, want[:]) {

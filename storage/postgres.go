@@ -29,6 +29,11 @@ var ErrNotFound = errors.New("not found")
 // ErrUnavailable wraps errors caused by a dependency (PostgreSQL or Redis) being unreachable.
 var ErrUnavailable = errors.New("dependency unavailable")
 
+// ErrRejected wraps errors PostgreSQL raises about the data itself (SQLSTATE classes 22,
+// data exception, and 23, integrity constraint violation): the same statement with the
+// same data can never succeed, so retrying is pointless.
+var ErrRejected = errors.New("rejected by the database")
+
 // OpenPostgres connects to the database in rawURL, creating the database first when it
 // does not exist.
 func OpenPostgres(ctx context.Context, rawURL string, maxConns int32) (*pgxpool.Pool, error) {
@@ -152,7 +157,15 @@ func unavailable(op string, err error) error {
 	if isUnavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
+	if isRejected(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrRejected, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isRejected(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
 
 func isUnavailable(err error) bool {

@@ -87,17 +87,17 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent) (AppliedBat
 		rows, err := tx.Query(ctx, `
 			INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
-			ON CONFLICT (event_id, board_id, period) DO NOTHING
-			RETURNING event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times)
+			ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
+			RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times)
 		if err != nil {
 			return err
 		}
-		type histKey struct{ id, board, period string }
+		type histKey struct{ user, id, board, period string }
 		fresh := map[histKey]bool{}
 		for rows.Next() {
 			var k histKey
 			var seq int64
-			if err := rows.Scan(&k.id, &k.board, &k.period, &seq); err != nil {
+			if err := rows.Scan(&k.user, &k.id, &k.board, &k.period, &seq); err != nil {
 				rows.Close()
 				return err
 			}
@@ -121,13 +121,13 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent) (AppliedBat
 			if _, seen := agg[k]; !seen {
 				keys = append(keys, k)
 			}
-			if !fresh[histKey{e.EventID, e.Board, e.Period}] {
+			if !fresh[histKey{e.UserID, e.EventID, e.Board, e.Period}] {
 				if _, seen := agg[k]; !seen {
 					agg[k] = nil
 				}
 				continue
 			}
-			delete(fresh, histKey{e.EventID, e.Board, e.Period}) // an event id twice in one batch counts once
+			delete(fresh, histKey{e.UserID, e.EventID, e.Board, e.Period}) // an event id twice in one batch counts once
 			out.NewEvents++
 			out.Fresh[i] = true
 			agg[k] = fold(agg[k], *e)
@@ -265,9 +265,9 @@ func queueLoadEntries(b *pgx.Batch, keys []entryKey) *[]EntryState {
 	return out
 }
 
-// IsApplied reports whether the event has been applied to PostgreSQL.
-func (p *Projection) IsApplied(ctx context.Context, eventID string) (bool, error) {
+// IsApplied reports whether a user's event has been applied to PostgreSQL.
+func (p *Projection) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
 	var ok bool
-	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_history WHERE event_id = $1)`, eventID).Scan(&ok)
+	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2)`, userID, eventID).Scan(&ok)
 	return ok, unavailable("is applied", err)
 }

@@ -102,11 +102,14 @@ func TestProjectionApplyNewEvent(t *testing.T) {
 	if got.NickNames["alice"] != "Alice" {
 		t.Errorf("NickNames = %v, want alice: Alice", got.NickNames)
 	}
-	applied, err := p.IsApplied(testContext(t), "ev-1")
+	applied, err := p.IsApplied(testContext(t), "alice", "ev-1")
 	if err != nil || !applied {
-		t.Errorf("IsApplied(ev-1) = %v, %v; want true", applied, err)
+		t.Errorf("IsApplied(alice, ev-1) = %v, %v; want true", applied, err)
 	}
-	applied, err = p.IsApplied(testContext(t), "ev-unknown")
+	if applied, err = p.IsApplied(testContext(t), "bob", "ev-1"); err != nil || applied {
+		t.Errorf("IsApplied(bob, alice's ev-1) = %v, %v; want false", applied, err)
+	}
+	applied, err = p.IsApplied(testContext(t), "alice", "ev-unknown")
 	if err != nil || applied {
 		t.Errorf("IsApplied(ev-unknown) = %v, %v; want false", applied, err)
 	}
@@ -328,5 +331,25 @@ func TestProjectionUnknownOperatorIsRejected(t *testing.T) {
 	}
 	if h := historyRows(t, pool); len(h) != 0 {
 		t.Errorf("score_history = %v after a rejected batch, want empty", h)
+	}
+}
+
+// TestProjectionRejectedDataIsMarked: data PostgreSQL refuses (a NUL in a text column, a
+// sum past int64) is marked ErrRejected, which retrying can never change; an unreachable
+// database is not.
+func TestProjectionRejectedDataIsMarked(t *testing.T) {
+	t.Parallel()
+	p := storage.NewProjection(newMigratedPool(t, 1))
+	nul := bestEvent("ev-nul", "nul", 1, at(1))
+	nul.Period = "all\x00time"
+	mustApply(t, p, incrEvent("ev-big", "big", 1<<62, at(1)))
+	for name, ev := range map[string]storage.ScoreEvent{
+		"NUL in the period":  nul,
+		"int64 sum overflow": incrEvent("ev-big-2", "big", 1<<62, at(2)),
+	} {
+		_, err := p.Apply(testContext(t), []storage.ScoreEvent{ev})
+		if !errors.Is(err, storage.ErrRejected) || errors.Is(err, storage.ErrUnavailable) {
+			t.Errorf("%s: %v, want ErrRejected", name, err)
+		}
 	}
 }

@@ -2,7 +2,10 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,18 +63,42 @@ type RebuildResult struct {
 	Duration time.Duration `json:"-"`
 }
 
+// ErrRebuildRunning is returned when another rebuild of the same board and period holds
+// the rebuild lock.
+var ErrRebuildRunning = errors.New("a rebuild of this board is already running")
+
+// rebuildLockTTL bounds how long a crashed rebuild keeps the lock (and keeps the projector
+// writing the shadow keys); a running rebuild refreshes it every third of that.
+const rebuildLockTTL = 60 * time.Second
+
+// refreshLockScript extends the rebuild lock while its owner still holds it.
+var refreshLockScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`)
+
 // Rebuild rebuilds a board's Redis state from PostgreSQL into shadow keys while the
 // projector keeps writing (it writes to both while the rebuild marker exists, with the
 // version guard), then swaps the shadow in atomically. Readers never see a half-built
-// board and no update made during the rebuild is lost.
+// board and no update made during the rebuild is lost. The marker is also the rebuild's
+// lock: a second rebuild of the same board and period gets ErrRebuildRunning, and only
+// the holder may swap its shadow in.
 func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) (RebuildResult, error) {
 	start := time.Now()
 	k := b.keys(board, period)
+	token := strconv.FormatInt(start.UnixNano(), 36) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+	ok, err := b.rdb.SetNX(ctx, k[4], token, rebuildLockTTL).Result()
+	if err != nil {
+		return RebuildResult{}, redisErr("rebuild: lock", err)
+	}
+	if !ok {
+		return RebuildResult{}, ErrRebuildRunning
+	}
+	lockCtx, stopRefresh := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRefresh()
+	go b.holdLock(lockCtx, k[4], token)
+
 	if err := b.rdb.Del(ctx, k[5], k[6], k[7]).Err(); err != nil {
 		return RebuildResult{}, redisErr("rebuild: clear shadow", err)
-	}
-	if err := b.rdb.Set(ctx, k[4], start.UnixMicro(), 30*time.Minute).Err(); err != nil {
-		return RebuildResult{}, redisErr("rebuild: mark", err)
 	}
 	res := RebuildResult{Board: board, Period: period}
 	after := ""
@@ -101,12 +128,29 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) 
 	// Strictly above the newest event's seq (the top an apply writes has a version of at
 	// least its batch's seq), so the rebuilt top reads as newer than the one that event
 	// produced even when Redis lost the top and its version.
-	out, err := swapScript.Run(ctx, b.rdb, k, b.topN, seq+1, time.Now().UnixMicro()).Slice()
+	out, err := swapScript.Run(ctx, b.rdb, k, b.topN, seq+1, time.Now().UnixMicro(), token).Slice()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: swap", err)
 	}
+	if out[0].(int64) == -1 {
+		return RebuildResult{}, fmt.Errorf("rebuild: lost the rebuild lock before the swap; nothing was swapped in")
+	}
 	res.Version, res.Duration = out[1].(int64), time.Since(start)
 	return res, nil
+}
+
+// holdLock refreshes the rebuild lock until ctx ends.
+func (b *Boards) holdLock(ctx context.Context, key, token string) {
+	t := time.NewTicker(rebuildLockTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = refreshLockScript.Run(ctx, b.rdb, []string{key}, token, rebuildLockTTL.Milliseconds()).Err()
+		}
+	}
 }
 
 // Difference is one entry on which Redis and PostgreSQL disagree.
@@ -222,18 +266,30 @@ func (rep *ConsistencyReport) addDifference(d Difference) {
 	}
 }
 
-// Maintenance binds the rebuild and consistency check to their stores.
+// Maintenance binds the rebuild and consistency check to their stores, and writes each
+// run to the audit trail.
 type Maintenance struct {
 	Boards *Boards
 	Ranks  *Ranks
+	Audit  *AuditLog
 }
 
-// Rebuild rebuilds a board's Redis state from PostgreSQL.
-func (m Maintenance) Rebuild(ctx context.Context, board, period string) (RebuildResult, error) {
-	return m.Boards.Rebuild(ctx, m.Ranks, board, period)
+// Rebuild rebuilds a board's Redis state from PostgreSQL; actor is who asked.
+func (m Maintenance) Rebuild(ctx context.Context, actor, board, period string) (RebuildResult, error) {
+	res, err := m.Boards.Rebuild(ctx, m.Ranks, board, period)
+	if err != nil {
+		return res, err
+	}
+	return res, m.Audit.Record(ctx, AuditEntry{Actor: actor, Action: "board.rebuild", Target: board + "/" + period,
+		Detail: map[string]any{"entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()}})
 }
 
-// CheckConsistency compares a board in Redis with PostgreSQL.
-func (m Maintenance) CheckConsistency(ctx context.Context, board, period string, full bool, sample int) (ConsistencyReport, error) {
-	return m.Boards.CheckConsistency(ctx, m.Ranks, board, period, full, sample)
+// CheckConsistency compares a board in Redis with PostgreSQL; actor is who asked.
+func (m Maintenance) CheckConsistency(ctx context.Context, actor, board, period string, full bool, sample int) (ConsistencyReport, error) {
+	rep, err := m.Boards.CheckConsistency(ctx, m.Ranks, board, period, full, sample)
+	if err != nil {
+		return rep, err
+	}
+	return rep, m.Audit.Record(ctx, AuditEntry{Actor: actor, Action: "board.consistency", Target: board + "/" + period,
+		Detail: map[string]any{"mode": rep.Mode, "checked": rep.Checked, "consistent": rep.Consistent}})
 }

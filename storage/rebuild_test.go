@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -133,5 +134,44 @@ func TestRebuildVersionAfterRedisLoss(t *testing.T) {
 	}
 	if res.Entries != 5 || res.Version <= top.Version {
 		t.Fatalf("rebuild after the loss: %d entries, version %d; the top clients saw had version %d", res.Entries, res.Version, top.Version)
+	}
+}
+
+// TestRebuildLock: while a rebuild holds a board's lock, another rebuild of it is refused
+// and changes nothing; other boards and periods are not affected; the lock is free again
+// after a rebuild.
+func TestRebuildLock(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	rdb, prefix := newTestRedis(t)
+	ctx := testContext(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	ranks := storage.NewRanks(pool)
+	boards := storage.NewBoards(rdb, prefix, 100)
+	marker := prefix + ":{global:all_time}:rebuild"
+	rdb.Set(ctx, marker, "another-rebuild", time.Minute)
+	if _, err := boards.Rebuild(ctx, ranks, "global", "all_time"); !errors.Is(err, storage.ErrRebuildRunning) {
+		t.Fatalf("rebuild while another holds the lock: %v, want ErrRebuildRunning", err)
+	}
+	if n := rdb.Exists(ctx, prefix+":{global:all_time}:z").Val(); n != 0 {
+		t.Fatalf("the refused rebuild wrote the board")
+	}
+	if got := rdb.Get(ctx, marker).Val(); got != "another-rebuild" {
+		t.Fatalf("the refused rebuild touched the lock: %q", got)
+	}
+	if _, err := boards.Rebuild(ctx, ranks, "global", "2026-01-01"); err != nil {
+		t.Fatalf("another period is not locked: %v", err)
+	}
+	rdb.Del(ctx, marker)
+	res, err := boards.Rebuild(ctx, ranks, "global", "all_time")
+	if err != nil || res.Entries != 5 {
+		t.Fatalf("rebuild after the lock was freed: %+v, %v", res, err)
+	}
+	if rdb.Exists(ctx, marker).Val() != 0 {
+		t.Fatal("the lock is held after the rebuild")
 	}
 }

@@ -107,9 +107,11 @@ return count
 `)
 
 // swapScript replaces the live board with the shadow one in one step, ends the rebuild
-// and refreshes the top with a version above every earlier one.
-// KEYS: z, u, n, top, rebuild marker, shadow z, shadow u, shadow n. ARGV: topN, minVersion, now µs.
+// and refreshes the top with a version above every earlier one. It does nothing and
+// returns {-1} unless the rebuild marker still holds the caller's token.
+// KEYS: z, u, n, top, rebuild marker, shadow z, shadow u, shadow n. ARGV: topN, minVersion, now µs, token.
 var swapScript = redis.NewScript(topLua + `
+if redis.call('GET', KEYS[5]) ~= ARGV[4] then return {-1, 0} end
 for k = 1, 3 do
   if redis.call('EXISTS', KEYS[k + 5]) == 1 then
     redis.call('RENAME', KEYS[k + 5], KEYS[k])

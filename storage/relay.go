@@ -32,8 +32,8 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	err := m.pool.QueryRow(ctx, `
 		WITH first_pending AS (
 			SELECT o.transaction_id, o."offset" FROM `+msgs+` o
-			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.event_id = o.payload->>'uuid')
-			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = o.payload->>'uuid')
+			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = o.payload->'metadata'->>'partition_key' AND h.event_id = o.payload->>'uuid')
+			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = o.payload->'metadata'->>'partition_key' AND d.event_id = o.payload->>'uuid')
 			ORDER BY o.transaction_id, o."offset" LIMIT 1
 		), moved AS (
 			UPDATE `+offs+` f SET last_processed_transaction_id = p.transaction_id, offset_acked = p."offset" - 1
@@ -60,8 +60,8 @@ func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (in
 			SELECT o2.transaction_id, o2."offset" FROM `+msgs+` o2, `+offs+` f
 			WHERE f.consumer_group = $1
 			  AND (o2.transaction_id, o2."offset") <= (f.last_processed_transaction_id, f.offset_acked)
-			  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.event_id = o2.payload->>'uuid')
-			    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = o2.payload->>'uuid'))
+			  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = o2.payload->'metadata'->>'partition_key' AND h.event_id = o2.payload->>'uuid')
+			    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = o2.payload->'metadata'->>'partition_key' AND d.event_id = o2.payload->>'uuid'))
 			ORDER BY o2.transaction_id, o2."offset" LIMIT $2
 		) d
 		WHERE o.transaction_id = d.transaction_id AND o."offset" = d."offset"`, RelayConsumerGroup, limit)

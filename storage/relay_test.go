@@ -35,6 +35,7 @@ type relayFixture struct {
 	maint *storage.OutboxMaintenance
 	shard int
 	rows  []position // positions of ev-1..ev-6, in forwarding order
+	users []string   // the user of ev-i is users[i-1]
 }
 
 // newRelayFixture puts ev-1..ev-6 into shard 0's outbox (one transaction each) and one
@@ -45,6 +46,7 @@ func newRelayFixture(t *testing.T) *relayFixture {
 	f := &relayFixture{outboxFixture: newOutboxFixture(t), shard: 0}
 	f.maint = storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
 	users := usersOfShard(t, 0, 6)
+	f.users = users
 	for i := 1; i <= 6; i++ {
 		if got := f.accept(command(fmt.Sprintf("ev-%d", i), users[i-1], "b")); got != storage.Accepted {
 			t.Fatalf("Accept ev-%d = %v", i, got)
@@ -75,10 +77,13 @@ func newRelayFixture(t *testing.T) *relayFixture {
 	for _, i := range []int{1, 2, 5, 6} {
 		events = append(events, incrEvent(fmt.Sprintf("ev-%d", i), users[i-1], 1, at(i)))
 	}
+	// Another user's event with the id ev-4 is not ev-4's: event ids are scoped by user.
+	events = append(events, incrEvent("ev-4", "someone-else", 1, at(4)))
 	mustApply(t, storage.NewProjection(f.pool), events...)
 
 	poisoned := message.NewMessage("kafka-msg-3", []byte("{"))
 	poisoned.Metadata.Set("event_id", "ev-3")
+	poisoned.Metadata.Set("partition_key", users[2])
 	poisoned.Metadata.Set("reason_poisoned", "bad payload")
 	if err := storage.NewDeadLetters(f.pool).Publish("poison", poisoned); err != nil {
 		t.Fatalf("dead letter: %v", err)
@@ -191,7 +196,7 @@ func TestOutboxMaintenanceRewindNeverMovesForward(t *testing.T) {
 func TestOutboxMaintenanceRewindWithNothingPending(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t)
-	mustApply(t, storage.NewProjection(f.pool), incrEvent("ev-4", "whoever", 1, at(4)))
+	mustApply(t, storage.NewProjection(f.pool), incrEvent("ev-4", f.users[3], 1, at(4)))
 	f.setOffset(f.rows[5])
 	if got := f.rewind(); got != 0 {
 		t.Errorf("Rewind = %d, want 0 when every event is applied or dead-lettered", got)

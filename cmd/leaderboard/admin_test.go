@@ -76,7 +76,7 @@ func TestDeadLetterAdmin(t *testing.T) {
 	for _, c := range []struct {
 		method, path string
 		status       int
-	}{{"GET", "/admin/dlq/abc", 400}, {"GET", "/admin/dlq/-4", 400}, {"GET", "/admin/dlq/999999", 404},
+	}{{"GET", "/admin/dlq/abc", 404}, {"GET", "/admin/dlq/-4", 404}, {"GET", "/admin/dlq/0", 400}, {"GET", "/admin/dlq/99999999999999999999", 400}, {"GET", "/admin/dlq/999999", 404},
 		{"POST", "/admin/dlq/999999/requeue", 404}, {"DELETE", "/admin/dlq/999999", 404}, {"GET", "/admin/dlq?cursor=x", 400}} {
 		if r := svc.do(t, c.method, c.path, admin, ""); r.status != c.status {
 			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, r.status, r.raw, c.status)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +34,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	t.Run("with a token", func(t *testing.T) {
 		env := newTestEnv(t)
 		svc := env.start(nil)
-		livePage(t, browser, svc, "/?token="+url.QueryEscape(mintToken(t, "viewer")), mintToken(t, "browser-hero"), "live-page.png")
+		livePage(t, browser, svc, mintToken(t, "viewer"), mintToken(t, "browser-hero"), "live-page.png")
 	})
 	t.Run("development secret, no token", func(t *testing.T) {
 		env := newTestEnv(t)
@@ -44,13 +43,15 @@ func TestLivePageInBrowser(t *testing.T) {
 			RegisteredClaims: jwt.RegisteredClaims{Subject: "browser-hero", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
 			Name:             "Player browser-hero",
 		})
-		livePage(t, browser, svc, "/", hero, "live-page-dev.png")
+		livePage(t, browser, svc, "", hero, "live-page-dev.png")
 	})
 }
 
-// livePage opens path in Chromium, waits for the stream, submits a score with tok and
-// waits for the page to show it; the screenshot goes to test-artifacts/<shot>.
-func livePage(t *testing.T, browser string, svc *service, path, tok, shotName string) {
+// livePage opens the page in Chromium, pastes viewer (a bearer token) into its form when
+// given, waits for the stream, submits a score with tok and waits for the page to show it;
+// the screenshot goes to test-artifacts/<shot>. No URL the page requested may carry the
+// bearer token.
+func livePage(t *testing.T, browser string, svc *service, viewer, tok, shotName string) {
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
 		chromedp.ExecPath(browser),
@@ -72,8 +73,15 @@ func livePage(t *testing.T, browser string, svc *service, path, tok, shotName st
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelTimeout()
 
-	page := svc.base + path
-	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#state.live`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(svc.base+"/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	if viewer != "" {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#auth`)), chromedp.SendKeys(chromedp.CSS(`#token`), viewer), chromedp.Click(chromedp.CSS(`#auth button`))); err != nil {
+			t.Fatalf("paste the token: %v", err)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#state.live`))); err != nil {
 		t.Fatalf("page did not go live: %v", err)
 	}
 	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 4242}`); r.status != 200 {
@@ -88,6 +96,16 @@ func livePage(t *testing.T, browser string, svc *service, path, tok, shotName st
 	}
 	if !strings.Contains(text, "Player browser-hero") || !strings.Contains(text, "4,242") {
 		t.Fatalf("top-10 on the page: %q", text)
+	}
+	urls, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[location.href, source.url, ...performance.getEntriesByType("resource").map(e => e.name)].join("\n")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viewer != "" && strings.Contains(urls, viewer) {
+		t.Fatalf("the bearer token went into a URL:\n%s", urls)
+	}
+	if !strings.Contains(urls, "/v1/realtime/leaderboard?") {
+		t.Fatalf("the stream was not among the page's requests:\n%s", urls)
 	}
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

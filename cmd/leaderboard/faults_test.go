@@ -377,3 +377,72 @@ func TestDegradedReadsMatchRedis(t *testing.T) {
 		return ""
 	})
 }
+
+// TestPoisonRejectedByPostgres: a valid-JSON event that PostgreSQL would refuse (a NUL in
+// its period) lands in the dead letters with its reason within seconds, instead of being
+// retried forever, and a score accepted afterwards for a user of the same partition is
+// applied.
+func TestPoisonRejectedByPostgres(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	start := time.Now()
+	produceRaw(t, broker, "leaderboard.score-events", &sarama.ProducerMessage{
+		Key:     sarama.StringEncoder("nul-user"),
+		Value:   sarama.StringEncoder(`{"event_id":"e-nul","board":"global","period":"all\u0000time","user_id":"nul-user","value":5,"occurred_at":"2026-01-01T00:00:00Z"}`),
+		Headers: []sarama.RecordHeader{{Key: []byte("event_id"), Value: []byte("e-nul")}, {Key: []byte("partition_key"), Value: []byte("nul-user")}},
+	})
+	eventually(t, 10*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM dead_letters WHERE event_id = 'e-nul' AND reason LIKE '%period%'`); n != 1 {
+			return fmt.Sprintf("%d dead letters for e-nul naming the period", n)
+		}
+		return ""
+	})
+	t.Logf("dead-lettered %v after it was produced", time.Since(start))
+	tok := mintToken(t, "nul-user")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 7}`); r.status != 200 {
+		t.Fatalf("score behind the poison: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodGet, "/readyz", "", ""); r.status != 200 {
+		t.Fatalf("readyz after the poison: %d %s", r.status, r.raw)
+	}
+}
+
+// TestStuckPartitionIsVisible: a message that keeps failing with a transient error shows
+// its age in /metrics, and past LEADERBOARD_PROJECTOR_STUCK_AFTER /readyz names the
+// projector; both clear once it applies.
+func TestStuckPartitionIsVisible(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0", "LEADERBOARD_PROJECTOR_STUCK_AFTER": "2s"})
+	px.setDown(true)
+	if r := svc.submit(t, mintToken(t, "stuck"), `{"score": 3}`); r.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.status, r.raw)
+	}
+	eventually(t, 30*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/readyz", "", "")
+		if r.status != 503 || !strings.Contains(r.raw, "projector") {
+			return "readyz: " + r.raw
+		}
+		for series, v := range scrape(t, svc) {
+			if strings.HasPrefix(series, "leaderboard_projector_stuck_seconds{") && v >= 2 {
+				return ""
+			}
+		}
+		return "no partition stuck for 2 s in /metrics"
+	})
+	px.setDown(false)
+	eventually(t, 30*time.Second, func() string {
+		if r := svc.do(t, http.MethodGet, "/readyz", "", ""); r.status != 200 {
+			return "readyz: " + r.raw
+		}
+		for series, v := range scrape(t, svc) {
+			if strings.HasPrefix(series, "leaderboard_projector_stuck_seconds{") && v != 0 {
+				return fmt.Sprintf("%s = %v after recovery", series, v)
+			}
+		}
+		return ""
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 
 	"github.com/redis/go-redis/v9"
 
@@ -42,17 +44,18 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	m := storage.Maintenance{Boards: storage.NewBoards(rdb, cfg.RedisPrefix, cfg.TopN), Ranks: storage.NewRanks(pool)}
+	m := storage.Maintenance{Boards: storage.NewBoards(rdb, cfg.RedisPrefix, cfg.TopN), Ranks: storage.NewRanks(pool), Audit: storage.NewAuditLog(pool)}
+	actor := cliActor()
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if cmd == "rebuild" {
-		res, err := m.Rebuild(ctx, board.ID, board.Period)
+		res, err := m.Rebuild(ctx, actor, board.ID, board.Period)
 		if err != nil {
 			return err
 		}
 		return enc.Encode(map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()})
 	}
-	rep, err := m.CheckConsistency(ctx, board.ID, board.Period, *full, *sample)
+	rep, err := m.CheckConsistency(ctx, actor, board.ID, board.Period, *full, *sample)
 	if err != nil {
 		return err
 	}
@@ -63,4 +66,16 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 		return fmt.Errorf("board %s differs between Redis and PostgreSQL", board.ID)
 	}
 	return nil
+}
+
+// cliActor names the operator of a CLI run in the audit trail: "cli:" and the OS user.
+func cliActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "cli:" + name
 }

@@ -37,6 +37,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("configuration: %w", err)
 	}
 	switch cmd {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return nil
 	case "serve":
 		return serve(ctx, cfg, newLogger(cfg, stdout))
 	case "healthcheck":
@@ -81,8 +84,14 @@ func healthcheck(ctx context.Context, cfg configs.Config) error {
 func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 	logger.Info("starting leaderboard", "config", cfg)
 	if cfg.UsesDevSecret() {
-		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret; never do this in production")
+		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only")
 	}
+	// The listen address first: a busy port fails before anything else starts.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
 
 	pool, err := storage.OpenPostgres(ctx, cfg.PostgresURL, 40)
 	if err != nil {
@@ -142,6 +151,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	var running []func() bool
+	var checks []check
 
 	if cfg.Runs(configs.RoleRelay) {
 		relay, err := router.NewRelay(db, storage.NewOutboxMaintenance(pool, schema), schema, router.RelayConfig{
@@ -174,7 +184,9 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 		apply := handlers.NewApplyScore(storage.NewProjection(pool), boards, changes, handlers.ApplyScoreConfig{
 			Boards: cfg.Boards, ChangesTopic: topics.Notifications, UsersTopic: topics.UserUpdates,
 		}, reg, logger)
-		projector, err := router.NewProjectorRouter(sub, topics.Scores, apply.Handle, storage.NewDeadLetters(pool), reg, logger)
+		stuck := router.NewStuckPartitions(time.Now)
+		reg.MustRegister(stuck)
+		projector, err := router.NewProjectorRouter(sub, topics.Scores, apply.Handle, storage.NewDeadLetters(pool), stuck, reg, logger)
 		if err != nil {
 			return err
 		}
@@ -190,13 +202,12 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 			return errors.Join(err, changes.Close())
 		})
 		running = append(running, projector.IsRunning)
+		checks = append(checks, check{"projector", func() bool { return stuck.Longest() <= cfg.ProjectorStuckAfter }})
 	}
 
 	if !cfg.Runs(configs.RoleAPI) {
-		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: readiness(pool, boards, brokers, running), Registry: reg})
-		if err := serveHTTP(gctx, g, cfg.HTTPAddr, ops, logger, nil); err != nil {
-			return err
-		}
+		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: readiness(pool, boards, brokers, running, checks), Registry: reg})
+		serveHTTP(gctx, g, ln, ops, logger, nil)
 	}
 
 	if cfg.Runs(configs.RoleAPI) {
@@ -223,15 +234,13 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 		handler := lbhttp.NewServer(lbhttp.Deps{
 			Config: cfg, Logger: logger, Commands: outbox, Boards: boards,
 			Requests: requestLog{db: db, projection: storage.NewProjection(pool)},
-			Ready:    readiness(pool, boards, brokers, running), Registry: reg, WaitTimeout: cfg.WaitTimeout,
+			Ready:    readiness(pool, boards, brokers, running, checks), Registry: reg, WaitTimeout: cfg.WaitTimeout,
 			Hub: hub, Realtime: lbhttp.RealtimeConfig{Heartbeat: cfg.SSEHeartbeat},
 			DeadLetters: storage.NewDeadLetterAdmin(db, schema, cfg.OutboxShards),
 			Fallback:    storage.NewRanks(pool),
-			Maintenance: storage.Maintenance{Boards: boards, Ranks: storage.NewRanks(pool)},
+			Maintenance: storage.Maintenance{Boards: boards, Ranks: storage.NewRanks(pool), Audit: storage.NewAuditLog(pool)},
 		})
-		if err := serveHTTP(gctx, g, cfg.HTTPAddr, handler, logger, hub.Close, outbox.Close); err != nil {
-			return err
-		}
+		serveHTTP(gctx, g, ln, handler, logger, hub.Close, outbox.Close)
 	}
 
 	err = g.Wait()
@@ -242,18 +251,17 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 	return err
 }
 
-// serveHTTP listens on addr and serves h until ctx ends; then it runs beforeShutdown
-// (ending long-lived streams), drains in-flight requests and runs afterShutdown.
-func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handler, logger *slog.Logger, beforeShutdown func(), afterShutdown ...func()) error {
+// maxHeaderBytes bounds a request's headers (a bearer token is well under 2 KiB).
+const maxHeaderBytes = 16 << 10
+
+// serveHTTP serves h on ln until ctx ends; then it runs beforeShutdown (ending long-lived
+// streams), drains in-flight requests and runs afterShutdown.
+func serveHTTP(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, logger *slog.Logger, beforeShutdown func(), afterShutdown ...func()) {
 	// No WriteTimeout: it would end healthy realtime streams; each stream write has its
 	// own deadline instead.
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes}
 	if beforeShutdown != nil {
 		srv.RegisterOnShutdown(beforeShutdown)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	logger.Info("http listening", "addr", ln.Addr().String())
 	g.Go(func() error {
@@ -272,7 +280,6 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handl
 		}
 		return err
 	})
-	return nil
 }
 
 // requestLog answers the API's idempotency and ?wait=true look-ups.
@@ -281,15 +288,21 @@ type requestLog struct {
 	projection *storage.Projection
 }
 
-func (r requestLog) LookupRequest(ctx context.Context, eventID string) ([]byte, error) {
-	return storage.LookupRequest(ctx, r.db, eventID)
+func (r requestLog) LookupRequest(ctx context.Context, userID, eventID string) ([]byte, error) {
+	return storage.LookupRequest(ctx, r.db, userID, eventID)
 }
 
-func (r requestLog) IsApplied(ctx context.Context, eventID string) (bool, error) {
-	return r.projection.IsApplied(ctx, eventID)
+func (r requestLog) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
+	return r.projection.IsApplied(ctx, userID, eventID)
 }
 
-func readiness(pool *pgxpool.Pool, boards *storage.Boards, brokers []string, running []func() bool) func(context.Context) []string {
+// check is a named readiness condition of a role.
+type check struct {
+	name string
+	ok   func() bool
+}
+
+func readiness(pool *pgxpool.Pool, boards *storage.Boards, brokers []string, running []func() bool, checks []check) func(context.Context) []string {
 	return func(ctx context.Context) []string {
 		var failing []string
 		if err := pool.Ping(ctx); err != nil {
@@ -305,6 +318,11 @@ func readiness(pool *pgxpool.Pool, boards *storage.Boards, brokers []string, run
 			if !r() {
 				failing = append(failing, "routers")
 				break
+			}
+		}
+		for _, c := range checks {
+			if !c.ok() {
+				failing = append(failing, c.name)
 			}
 		}
 		return failing

@@ -28,8 +28,12 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 	if !messages.ValidUserID(*sub) {
 		return fmt.Errorf("token: -sub must be 1 to 64 of [A-Za-z0-9_.:-]")
 	}
+	if *ttl <= 0 || *ttl > cfg.JWTMaxTTL {
+		return fmt.Errorf("token: -ttl must be positive and at most LEADERBOARD_JWT_MAX_TTL (%v): the service refuses longer-lived tokens", cfg.JWTMaxTTL)
+	}
+	now := time.Now()
 	claims := lbhttp.Claims{
-		RegisteredClaims: jwt.RegisteredClaims{Subject: *sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(*ttl))},
+		RegisteredClaims: jwt.RegisteredClaims{Subject: *sub, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(*ttl))},
 		Name:             *name,
 	}
 	if *roles != "" {

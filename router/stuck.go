@@ -1,0 +1,100 @@
+package router
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StuckPartitions tracks, per Kafka partition, the message the projector keeps failing on
+// with transient errors (a Nack redelivers the same offset, so the partition waits behind
+// it). A message that is applied or dead-lettered clears its partition.
+type StuckPartitions struct {
+	now      func() time.Time
+	position func(*message.Message) (partition int32, offset int64, ok bool)
+	desc     *prometheus.Desc
+
+	mu    sync.Mutex
+	stuck map[int32]stuckMessage // partitions with a failing message
+	seen  map[int32]bool         // partitions that were ever stuck (their series stays, at 0)
+}
+
+type stuckMessage struct {
+	offset int64
+	since  time.Time // when the first failing attempt on it started
+}
+
+// NewStuckPartitions returns a tracker reading time from now (time.Now in production).
+func NewStuckPartitions(now func() time.Time) *StuckPartitions {
+	return &StuckPartitions{
+		now: now, position: kafkaPosition, stuck: map[int32]stuckMessage{}, seen: map[int32]bool{},
+		desc: prometheus.NewDesc("leaderboard_projector_stuck_seconds",
+			"Age of the oldest message a partition keeps failing on with transient errors (0: not stuck).",
+			[]string{"partition"}, nil),
+	}
+}
+
+// Middleware records the outcome of every delivery: an error leaves the message's
+// partition stuck (since the attempt began), success or a dead letter clears it. It goes
+// outermost, so it sees what the subscriber sees.
+func (s *StuckPartitions) Middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		start := s.now()
+		out, err := h(msg)
+		partition, offset, ok := s.position(msg)
+		if !ok {
+			return out, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err == nil {
+			delete(s.stuck, partition)
+			return out, err
+		}
+		if cur, ok := s.stuck[partition]; !ok || cur.offset != offset {
+			s.stuck[partition] = stuckMessage{offset: offset, since: start}
+			s.seen[partition] = true
+		}
+		return out, err
+	}
+}
+
+// kafkaPosition reads where a message sits, as watermill-kafka records it.
+func kafkaPosition(msg *message.Message) (int32, int64, bool) {
+	partition, ok := kafka.MessagePartitionFromCtx(msg.Context())
+	offset, _ := kafka.MessagePartitionOffsetFromCtx(msg.Context())
+	return partition, offset, ok
+}
+
+// Longest returns how long the most stuck partition has waited (0 when none is stuck).
+func (s *StuckPartitions) Longest() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var longest time.Duration
+	now := s.now()
+	for _, m := range s.stuck {
+		longest = max(longest, now.Sub(m.since))
+	}
+	return longest
+}
+
+// Describe implements prometheus.Collector.
+func (s *StuckPartitions) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+// Collect implements prometheus.Collector.
+func (s *StuckPartitions) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for p := range s.seen {
+		age := 0.0
+		if m, ok := s.stuck[p]; ok {
+			age = now.Sub(m.since).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, age, strconv.Itoa(int(p)))
+	}
+}

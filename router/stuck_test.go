@@ -1,0 +1,92 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestStuckPartitions drives the tracker with an injected clock: a partition is stuck from
+// the start of the first failing attempt on a message, stays stuck across redeliveries,
+// restarts its age on a new failing message, and clears when a delivery succeeds (applied
+// or dead-lettered).
+func TestStuckPartitions(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := NewStuckPartitions(func() time.Time { return now })
+	type pos struct {
+		partition int32
+		offset    int64
+	}
+	s.position = func(m *message.Message) (int32, int64, bool) {
+		p := m.Context().Value(posKey{}).(pos)
+		return p.partition, p.offset, true
+	}
+	deliver := func(p pos, took time.Duration, fail bool) {
+		msg := message.NewMessage("m", nil)
+		msg.SetContext(contextWith(p))
+		_, _ = s.Middleware(func(*message.Message) ([]*message.Message, error) {
+			now = now.Add(took) // the attempt takes this long (Retry's backoff inside)
+			if fail {
+				return nil, errors.New("redis down")
+			}
+			return nil, nil
+		})(msg)
+	}
+	series := func(partition string) float64 {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(s)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == partition {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+
+	deliver(pos{3, 10}, time.Second, false)
+	if s.Longest() != 0 || testutil.CollectAndCount(s) != 0 {
+		t.Fatalf("a healthy delivery left the partition stuck: %v", s.Longest())
+	}
+	deliver(pos{3, 11}, 10*time.Second, true) // the first attempt on offset 11 fails after 10 s
+	if got := s.Longest(); got != 10*time.Second {
+		t.Fatalf("stuck for %v after one failed attempt of 10 s, want 10s", got)
+	}
+	now = now.Add(5 * time.Second) // Nack, resend
+	deliver(pos{3, 11}, 10*time.Second, true)
+	if got := s.Longest(); got != 25*time.Second {
+		t.Fatalf("stuck for %v after a redelivery, want 25s (counted from the first attempt)", got)
+	}
+	deliver(pos{5, 7}, time.Second, true)
+	if got := series("3"); got != 26 {
+		t.Fatalf("partition 3 series = %v, want 26", got)
+	}
+	if got := series("5"); got != 1 {
+		t.Fatalf("partition 5 series = %v, want 1", got)
+	}
+	deliver(pos{3, 11}, time.Second, false) // applied at last
+	if got := series("3"); got != 0 {
+		t.Fatalf("partition 3 series = %v after it applied, want 0", got)
+	}
+	if got := s.Longest(); got != 2*time.Second {
+		t.Fatalf("Longest = %v, want partition 5's 2s", got)
+	}
+	deliver(pos{5, 8}, 3*time.Second, true) // a new failing message starts a new age
+	if got := s.Longest(); got != 3*time.Second {
+		t.Fatalf("Longest = %v after a new failing offset, want 3s", got)
+	}
+}
+
+type posKey struct{}
+
+func contextWith(v any) context.Context { return context.WithValue(context.Background(), posKey{}, v) }
