@@ -75,31 +75,23 @@ type Config struct {
 	// transient errors) before /readyz reports the projector.
 	ProjectorStuckAfter time.Duration
 	Boards              []Board
-}
 
-// Board describes one leaderboard: how values combine and which bounds apply.
-type Board struct {
-	ID       string
-	Operator string // best, incr or set
-	Period   string // all_time, daily, season, match
-	MinValue int64
-	MaxValue int64
-}
+	// Tunables an operator may need on a bigger (or smaller) machine.
 
-// ValidPeriod reports whether p names a period of the board: "all_time" for all-time
-// boards.
-func (b Board) ValidPeriod(p string) bool {
-	return b.Period == "all_time" && p == "all_time"
-}
-
-// MaxExactScore is the largest integer a Redis sorted-set score (a double) holds exactly.
-const MaxExactScore = 1<<53 - 1
-
-// DefaultBoards is the shipped board configuration of this version.
-func DefaultBoards() []Board {
-	return []Board{
-		{ID: "global", Operator: "best", Period: "all_time", MinValue: 0, MaxValue: MaxExactScore},
-	}
+	// PostgresMaxConns bounds each process's PostgreSQL pool.
+	PostgresMaxConns int
+	// RedisPoolSize bounds each process's Redis pool; RedisTimeout bounds each Redis call
+	// (a Redis that stops answering switches reads to PostgreSQL within it).
+	RedisPoolSize int
+	RedisTimeout  time.Duration
+	// OutboxBatch bounds the commands of one outbox transaction (group commit).
+	OutboxBatch int
+	// ProjectorBatch bounds the events of one projector batch; ProjectorWorkers is how many
+	// batches may be in flight at once.
+	ProjectorBatch   int
+	ProjectorWorkers int
+	// RelayPollInterval is how long an idle relay waits before asking PostgreSQL again.
+	RelayPollInterval time.Duration
 }
 
 // Board returns the board with the given id.
@@ -160,6 +152,11 @@ func Load(getenv func(string) string) (Config, error) {
 		PprofAddr:            get("LEADERBOARD_PPROF_ADDR", ""),
 		SSEMaxStreams:        intVar("LEADERBOARD_SSE_MAX_STREAMS", 19_000, 1, 1_000_000),
 		SSEMaxStreamsPerUser: intVar("LEADERBOARD_SSE_MAX_STREAMS_PER_USER", 5, 1, 1000),
+		PostgresMaxConns:     intVar("LEADERBOARD_POSTGRES_MAX_CONNS", 40, 4, 1000),
+		RedisPoolSize:        intVar("LEADERBOARD_REDIS_POOL_SIZE", 64, 4, 10_000),
+		OutboxBatch:          intVar("LEADERBOARD_OUTBOX_BATCH", 256, 1, 10_000),
+		ProjectorBatch:       intVar("LEADERBOARD_PROJECTOR_BATCH", 500, 1, 10_000),
+		ProjectorWorkers:     intVar("LEADERBOARD_PROJECTOR_WORKERS", 2, 1, 64),
 		Boards:               DefaultBoards(),
 	}
 
@@ -208,6 +205,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.WaitTimeout = durationVar("LEADERBOARD_WAIT_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute)
 	c.JWTMaxTTL = durationVar("LEADERBOARD_JWT_MAX_TTL", 24*time.Hour, time.Minute, 30*24*time.Hour)
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
+	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
+	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
 	loc, err := time.LoadLocation(tz)

@@ -8,21 +8,20 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// ScoreProjection applies events to PostgreSQL, idempotently by event id.
+// ScoreProjection applies events to PostgreSQL, idempotently by (user, event id); fold
+// decides what the new events do to their entries.
 type ScoreProjection interface {
-	Apply(ctx context.Context, events []storage.ScoreEvent) (storage.AppliedBatch, error)
+	Apply(ctx context.Context, events []storage.ScoreEvent, fold storage.FoldFunc) (storage.AppliedBatch, error)
 }
 
 // BoardMirror mirrors absolute entry states into Redis and keeps the cached top-N.
@@ -30,100 +29,60 @@ type BoardMirror interface {
 	Apply(ctx context.Context, board, period string, states []storage.EntryState, nicks map[string]string, minVersion int64) (storage.Top, bool, error)
 }
 
+// ChangeNotifier hears what a batch changed: a board's new top, and whose entries moved.
+type ChangeNotifier interface {
+	TopChanged(board, period string, top storage.Top)
+	UsersChanged(board, period string, users []string)
+}
+
 // ApplyScore is the projector: it applies ScoreSubmitted commands to PostgreSQL, then
-// Redis, and publishes LeaderboardChanged when a board's top-N changed.
+// Redis, and tells the change notifier what changed.
 //
 // Handle is called concurrently, once per Kafka partition; calls are gathered into
-// batches so one PostgreSQL transaction and one Redis script serve many events.
+// batches so one PostgreSQL transaction and one Redis script per board serve many events.
 type ApplyScore struct {
 	projection ScoreProjection
 	mirror     BoardMirror
-	changes    *changePublisher
+	changes    ChangeNotifier
 	boards     map[string]configs.Board
+	metrics    *ProjectorMetrics
 	logger     *slog.Logger
-	queue      chan pendingEvent
-	maxBatch   int
-	metrics    applyMetrics
-	closeOnce  sync.Once
-	wg         sync.WaitGroup
-}
-
-type pendingEvent struct {
-	event storage.ScoreEvent
-	done  chan error
-}
-
-type applyMetrics struct {
-	batchSize prometheus.Histogram
-	stepTime  *prometheus.HistogramVec
-	applied   *prometheus.CounterVec
-	lag       prometheus.Histogram
+	fold       storage.FoldFunc
+	batcher    *storage.Batcher[storage.ScoreEvent, bool]
 }
 
 // ApplyScoreConfig configures ApplyScore.
 type ApplyScoreConfig struct {
 	Boards []configs.Board
-	// ChangesTopic receives LeaderboardChanged events.
-	ChangesTopic string
-	// UsersTopic receives ScoresApplied events (empty: not published).
-	UsersTopic string
 	// Workers is how many batches may be in flight at once (default 2).
 	Workers int
 	// MaxBatch bounds the events of one batch (default 500).
 	MaxBatch int
 }
 
-// NewApplyScore starts the batch workers; Close stops them.
-func NewApplyScore(p ScoreProjection, m BoardMirror, changes message.Publisher, cfg ApplyScoreConfig, reg prometheus.Registerer, logger *slog.Logger) *ApplyScore {
+// NewApplyScore starts the batch workers; Close stops them. changes may be nil.
+func NewApplyScore(p ScoreProjection, m BoardMirror, changes ChangeNotifier, cfg ApplyScoreConfig, metrics *ProjectorMetrics, logger *slog.Logger) *ApplyScore {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 500
 	}
-	a := &ApplyScore{
-		projection: p, mirror: m, logger: logger,
-		boards: map[string]configs.Board{}, queue: make(chan pendingEvent, cfg.MaxBatch), maxBatch: cfg.MaxBatch,
-		metrics: applyMetrics{
-			batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-				Name: "leaderboard_projector_batch_size", Help: "Events per projector batch.",
-				Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
-			stepTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Name: "leaderboard_projector_step_seconds", Help: "Time of each projector batch step (postgres, redis).",
-				Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}, []string{"step"}),
-			applied: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "leaderboard_projector_events_total", Help: "Events the projector handled, by result (applied, redelivered, failed)."},
-				[]string{"result"}),
-			lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-				Name: "leaderboard_projection_lag_seconds", Help: "Time from accept to applied in Redis.",
-				Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
-		},
+	if metrics == nil {
+		metrics = NewProjectorMetrics(nil)
 	}
+	a := &ApplyScore{projection: p, mirror: m, changes: changes, boards: map[string]configs.Board{}, metrics: metrics, logger: logger}
 	for _, b := range cfg.Boards {
 		a.boards[b.ID] = b
 	}
-	if changes != nil {
-		a.changes = newChangePublisher(changes, cfg.ChangesTopic, cfg.UsersTopic, logger)
-	}
-	if reg != nil {
-		reg.MustRegister(a.metrics.batchSize, a.metrics.stepTime, a.metrics.applied, a.metrics.lag)
-	}
-	for range cfg.Workers {
-		a.wg.Add(1)
-		go a.work()
-	}
+	a.fold = FoldWith(a.boards)
+	a.batcher = storage.NewBatcher(cfg.Workers, cfg.MaxBatch, a.settle)
 	return a
 }
 
 // Close stops the batch workers after the queued events are done. Call it after the
 // router that feeds Handle has stopped.
-func (a *ApplyScore) Close() {
-	a.closeOnce.Do(func() { close(a.queue) })
-	a.wg.Wait()
-	if a.changes != nil {
-		a.changes.close()
-	}
-}
+func (a *ApplyScore) Close() { a.batcher.Close() }
 
 // Handle is the watermill handler function.
 func (a *ApplyScore) Handle(msg *message.Message) error {
@@ -131,20 +90,11 @@ func (a *ApplyScore) Handle(msg *message.Message) error {
 	if err != nil {
 		return Permanent(err)
 	}
-	p := pendingEvent{event: event, done: make(chan error, 1)}
-	select {
-	case a.queue <- p:
-	case <-msg.Context().Done():
-		return msg.Context().Err()
-	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-msg.Context().Done():
-		return msg.Context().Err()
-	}
+	_, err = a.batcher.Do(msg.Context(), event)
+	return err
 }
 
+// decode reads a ScoreSubmitted and checks every field against the board it names.
 func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 	var cmd messages.ScoreSubmitted
 	dec := json.NewDecoder(bytes.NewReader(payload))
@@ -162,7 +112,7 @@ func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 	if !b.ValidPeriod(cmd.Period) {
 		return storage.ScoreEvent{}, fmt.Errorf("invalid period %q for board %s", cmd.Period, b.ID)
 	}
-	if cmd.Value < b.MinValue || cmd.Value > b.MaxValue {
+	if !b.InBounds(cmd.Value) {
 		return storage.ScoreEvent{}, fmt.Errorf("value %d outside [%d, %d] of board %s", cmd.Value, b.MinValue, b.MaxValue, b.ID)
 	}
 	return storage.ScoreEvent{
@@ -171,77 +121,54 @@ func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 	}, nil
 }
 
-func (a *ApplyScore) work() {
-	defer a.wg.Done()
-	batch := make([]pendingEvent, 0, a.maxBatch)
-	for first := range a.queue {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < a.maxBatch {
-			select {
-			case p, ok := <-a.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		a.settle(batch)
-	}
-}
-
-// settle applies a batch and answers each event's handler call. A batch that fails for
-// any reason but an unreachable store is split: each event is applied on its own, so one
+// settle applies a batch and returns each event's result. A batch that fails for any
+// reason but an unreachable store is split: each event is applied on its own, so one
 // event PostgreSQL rejects (or one that panics) fails alone and the others apply.
-func (a *ApplyScore) settle(batch []pendingEvent) {
-	fresh, err := a.safeApply(batch)
-	if err != nil && len(batch) > 1 && !errors.Is(err, storage.ErrUnavailable) {
-		a.logger.Warn("projector batch failed, applying its events one by one", "events", len(batch), "err", err)
-		for _, p := range batch {
-			a.settle([]pendingEvent{p})
+func (a *ApplyScore) settle(events []storage.ScoreEvent) []storage.Result[bool] {
+	results := make([]storage.Result[bool], len(events))
+	fresh, err := a.safeApply(events)
+	if err != nil && len(events) > 1 && !errors.Is(err, storage.ErrUnavailable) {
+		a.logger.Warn("projector batch failed, applying its events one by one", "events", len(events), "err", err)
+		for i := range events {
+			results[i] = a.settle(events[i : i+1])[0]
 		}
-		return
+		return results
 	}
 	if err != nil {
-		a.metrics.applied.WithLabelValues("failed").Add(float64(len(batch)))
+		a.metrics.events.WithLabelValues("failed").Add(float64(len(events)))
 		if errors.Is(err, storage.ErrRejected) {
 			err = Permanent(err)
 		}
 	} else {
-		a.metrics.applied.WithLabelValues("applied").Add(float64(fresh))
-		a.metrics.applied.WithLabelValues("redelivered").Add(float64(len(batch) - fresh))
+		a.metrics.events.WithLabelValues("applied").Add(float64(fresh))
+		a.metrics.events.WithLabelValues("redelivered").Add(float64(len(events) - fresh))
 	}
-	for _, p := range batch {
-		p.done <- err
+	for i := range results {
+		results[i].Err = err
 	}
+	return results
 }
 
 // safeApply runs apply, turning a panic into the error the router's Recoverer would give
 // (the poison queue takes it).
-func (a *ApplyScore) safeApply(batch []pendingEvent) (fresh int, err error) {
+func (a *ApplyScore) safeApply(events []storage.ScoreEvent) (fresh int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = middleware.RecoveredPanicError{V: v, Stacktrace: string(debug.Stack())}
 		}
 	}()
-	return a.apply(batch)
+	return a.apply(events)
 }
 
 // apply runs one batch: PostgreSQL first (the source of truth), then the Redis mirror
 // of every entry the batch names, then change notifications. It returns how many events
 // were applied for the first time.
-func (a *ApplyScore) apply(batch []pendingEvent) (int, error) {
-	a.metrics.batchSize.Observe(float64(len(batch)))
+func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
+	a.metrics.batchSize.Observe(float64(len(events)))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	events := make([]storage.ScoreEvent, len(batch))
-	for i, p := range batch {
-		events[i] = p.event
-	}
 	start := time.Now()
-	applied, err := a.projection.Apply(ctx, events)
+	applied, err := a.projection.Apply(ctx, events, a.fold)
 	if err != nil {
 		return 0, err
 	}
@@ -265,9 +192,9 @@ func (a *ApplyScore) apply(batch []pendingEvent) (int, error) {
 		a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
 		if a.changes != nil {
 			if changed {
-				a.changes.offer(k.board, k.period, top)
+				a.changes.TopChanged(k.board, k.period, top)
 			}
-			a.changes.offerUsers(k.board, k.period, applied.Changed[k.board+":"+k.period])
+			a.changes.UsersChanged(k.board, k.period, applied.Changed[k.board+":"+k.period])
 		}
 	}
 	now := time.Now()
@@ -277,4 +204,39 @@ func (a *ApplyScore) apply(batch []pendingEvent) (int, error) {
 		}
 	}
 	return applied.NewEvents, nil
+}
+
+// FoldWith returns the fold of a projection with the given boards' rules: each new event
+// is combined with its entry by its board's operator, in batch order.
+func FoldWith(boards map[string]configs.Board) storage.FoldFunc {
+	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
+		state := map[storage.EntryKey]*configs.EntryValue{}
+		for k, s := range current {
+			state[k] = &configs.EntryValue{Value: s.Score, ReachedAt: s.ReachedAt, UpdatedAt: s.UpdatedAt}
+		}
+		var changed []storage.EntryKey
+		seen := map[storage.EntryKey]bool{}
+		for _, e := range events {
+			b, ok := boards[e.Board]
+			if !ok { // decode checked it; only a caller's bug gets here
+				return nil, fmt.Errorf("fold: unknown board %q: %w", e.Board, storage.ErrRejected)
+			}
+			k := e.Key()
+			next, ok := b.Combine(state[k], e.Value, e.OccurredAt)
+			if !ok {
+				continue
+			}
+			state[k] = &next
+			if !seen[k] {
+				seen[k] = true
+				changed = append(changed, k)
+			}
+		}
+		out := make([]storage.EntryState, len(changed))
+		for i, k := range changed {
+			v := state[k]
+			out[i] = storage.EntryState{Board: k.Board, Period: k.Period, UserID: k.UserID, Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt}
+		}
+		return out, nil
+	}
 }

@@ -64,7 +64,7 @@ type fakeProjection struct {
 	batches int
 }
 
-func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent) (storage.AppliedBatch, error) {
+func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent, _ storage.FoldFunc) (storage.AppliedBatch, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.batches++
@@ -99,14 +99,18 @@ func (nopMirror) Apply(context.Context, string, string, []storage.EntryState, ma
 // them permanent.
 func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	proj := &fakeProjection{}
-	a := NewApplyScore(proj, nopMirror{}, nil, ApplyScoreConfig{Boards: configs.DefaultBoards(), Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
-	defer a.Close()
-	// Hold the worker so that every event below lands in one batch.
 	release, entered := make(chan struct{}), make(chan struct{})
-	held := pendingEvent{event: storage.ScoreEvent{UserID: "holder"}, done: make(chan error, 1)}
-	a.projection = &holdProjection{inner: proj, release: release, entered: entered}
-	a.queue <- held
-	<-entered // the worker holds a batch of one: the events below queue behind it
+	hold := &holdProjection{inner: proj, release: release, entered: entered}
+	a := NewApplyScore(hold, nopMirror{}, nil, ApplyScoreConfig{Boards: configs.DefaultBoards(), Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	msgOf := func(u string) *message.Message {
+		body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-" + u, Board: "global", Period: "all_time", UserID: u, Value: 10, OccurredAt: time.Now()})
+		return message.NewMessage(u, body)
+	}
+	// The only worker holds a batch of one: every event below queues behind it.
+	held := make(chan error, 1)
+	go func() { held <- a.Handle(msgOf("holder")) }()
+	<-entered
 
 	users := []string{"u1", "bad", "u2", "boom", "u3"}
 	errs := make(map[string]error)
@@ -116,20 +120,20 @@ func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-" + u, Board: "global", Period: "all_time", UserID: u, Value: 10, OccurredAt: time.Now()})
-			err := a.Handle(message.NewMessage(u, body))
+			err := a.Handle(msgOf(u))
 			mu.Lock()
 			errs[u] = err
 			mu.Unlock()
 		}()
 	}
-	// Wait until all five are queued behind the held batch, then let it go.
-	for len(a.queue) < len(users) {
+	for a.batcher.Queued() < len(users) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
 	wg.Wait()
-	<-held.done
+	if err := <-held; err != nil {
+		t.Fatalf("holder: %v", err)
+	}
 
 	for _, u := range []string{"u1", "u2", "u3"} {
 		if errs[u] != nil {
@@ -170,7 +174,7 @@ type holdProjection struct {
 	once             sync.Once
 }
 
-func (h *holdProjection) Apply(ctx context.Context, events []storage.ScoreEvent) (storage.AppliedBatch, error) {
+func (h *holdProjection) Apply(ctx context.Context, events []storage.ScoreEvent, fold storage.FoldFunc) (storage.AppliedBatch, error) {
 	first := false
 	h.once.Do(func() { first = true })
 	if first {
@@ -178,5 +182,5 @@ func (h *holdProjection) Apply(ctx context.Context, events []storage.ScoreEvent)
 		<-h.release
 		return storage.AppliedBatch{Fresh: make([]bool, len(events))}, nil
 	}
-	return h.inner.Apply(ctx, events)
+	return h.inner.Apply(ctx, events, fold)
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// changePublisher publishes LeaderboardChanged off the projector's hot path. It keeps
-// only the newest top of each board and period, so a slow broker delays notifications
-// and coalesces them, but never holds up applying scores. Notifications are best effort:
-// the top is in Redis already, and a lost one only delays a push.
-type changePublisher struct {
+// ChangePublisher publishes LeaderboardChanged and ScoresApplied off the projector's hot
+// path. It keeps only the newest top of each board and period, so a slow broker delays
+// notifications and coalesces them, but never holds up applying scores. Notifications are
+// best effort: the top is in Redis already, and a lost one only delays a push.
+type ChangePublisher struct {
 	pub        message.Publisher
 	topic      string
 	usersTopic string
@@ -33,8 +33,10 @@ type changePublisher struct {
 	stopped chan struct{}
 }
 
-func newChangePublisher(pub message.Publisher, topic, usersTopic string, logger *slog.Logger) *changePublisher {
-	c := &changePublisher{
+// NewChangePublisher publishes tops to topic and changed users to usersTopic (not at all
+// when empty) through pub, until Close.
+func NewChangePublisher(pub message.Publisher, topic, usersTopic string, logger *slog.Logger) *ChangePublisher {
+	c := &ChangePublisher{
 		pub: pub, topic: topic, usersTopic: usersTopic, logger: logger, maxPending: 100_000,
 		pending: map[string]messages.LeaderboardChanged{}, users: map[string]map[string]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
@@ -43,8 +45,8 @@ func newChangePublisher(pub message.Publisher, topic, usersTopic string, logger 
 	return c
 }
 
-// offer queues the board's new top, replacing an older one not yet published.
-func (c *changePublisher) offer(board, period string, top storage.Top) {
+// TopChanged queues the board's new top, replacing an older one not yet published.
+func (c *ChangePublisher) TopChanged(board, period string, top storage.Top) {
 	ev := messages.LeaderboardChanged{
 		EventID: watermill.NewUUID(), Board: board, Period: period, Version: top.Version, OccurredAt: time.Now().UTC(),
 		Entries: make([]messages.Entry, len(top.Entries)),
@@ -64,9 +66,9 @@ func (c *changePublisher) offer(board, period string, top storage.Top) {
 	}
 }
 
-// offerUsers queues the users whose entries a batch changed on a board. Past maxPending
+// UsersChanged queues the users whose entries a batch changed on a board. Past maxPending
 // users waiting, new ones are dropped (their streams still see the top-N).
-func (c *changePublisher) offerUsers(board, period string, users []string) {
+func (c *ChangePublisher) UsersChanged(board, period string, users []string) {
 	if c.usersTopic == "" || len(users) == 0 {
 		return
 	}
@@ -89,7 +91,7 @@ func (c *changePublisher) offerUsers(board, period string, users []string) {
 	}
 }
 
-func (c *changePublisher) run() {
+func (c *ChangePublisher) run() {
 	defer close(c.stopped)
 	for {
 		select {
@@ -102,7 +104,7 @@ func (c *changePublisher) run() {
 	}
 }
 
-func (c *changePublisher) flush() {
+func (c *ChangePublisher) flush() {
 	c.mu.Lock()
 	batch, users := c.pending, c.users
 	c.pending, c.users = map[string]messages.LeaderboardChanged{}, map[string]map[string]bool{}
@@ -120,7 +122,7 @@ func (c *changePublisher) flush() {
 	}
 }
 
-func (c *changePublisher) publish(topic, key, id string, ev any) {
+func (c *ChangePublisher) publish(topic, key, id string, ev any) {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		c.logger.Error("marshal notification", "topic", topic, "err", err)
@@ -133,8 +135,8 @@ func (c *changePublisher) publish(topic, key, id string, ev any) {
 	}
 }
 
-// close publishes what is pending and stops.
-func (c *changePublisher) close() {
+// Close publishes what is pending and stops; it does not close the publisher.
+func (c *ChangePublisher) Close() {
 	close(c.done)
 	<-c.stopped
 }

@@ -2,7 +2,11 @@ package http
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 )
 
 type errorBody struct {
@@ -24,4 +28,44 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, code, msg, e
 		w.Header().Set("WWW-Authenticate", `Bearer realm="leaderboard"`)
 	}
 	encode(w, status, errorBody{ErrorCode: code, Message: msg, EventID: eventID})
+}
+
+// apiError is a client-facing failure: status, error code and message.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(code, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// decodeStrict decodes one JSON object into dst: unknown fields, trailing data and
+// bodies over maxBodyBytes are errors.
+func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return badRequest("body_too_large", "request body is larger than %d bytes", maxBodyBytes)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown_field", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, io.EOF):
+		return badRequest("invalid_json", "request body is empty")
+	default:
+		return badRequest("invalid_json", "request body is not a valid JSON object: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/openleaderboard/leaderboard/messages"
 )
 
-// Errors a stream can be refused with.
+// Errors a subscription can be refused with.
 var (
 	errTooManyStreams     = errors.New("too many realtime streams")
 	errShuttingDown       = errors.New("shutting down")
@@ -32,6 +33,8 @@ type HubConfig struct {
 	MaxBehind time.Duration
 	// TopSize is how many entries a leaderboard event carries (default 10).
 	TopSize int
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 func (c *HubConfig) setDefaults() {
@@ -50,11 +53,21 @@ func (c *HubConfig) setDefaults() {
 	if c.TopSize <= 0 {
 		c.TopSize = 10
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
 
-// frame is one rendered SSE event.
-type frame struct {
-	version int64 // 0 for events without an id
+// Frame is one SSE event, ready to be written.
+type Frame struct {
+	ID    string // the id line; empty for none
+	Event string
+	Data  []byte
+}
+
+// snapshot is a rendered top with its version.
+type snapshot struct {
+	version int64
 	data    []byte
 }
 
@@ -66,12 +79,11 @@ type Hub struct {
 	boards BoardReader
 
 	mu      sync.Mutex
-	latest  map[string]frame // board:period -> newest snapshot
+	latest  map[string]snapshot // board:period -> newest snapshot
 	clients map[string]map[*client]bool
 	byUser  map[string]map[*client]bool
 	total   int
 	closed  bool
-	done    chan struct{}
 
 	streams prometheus.Gauge
 	dropped prometheus.Counter
@@ -82,8 +94,8 @@ type Hub struct {
 func NewHub(cfg HubConfig, boards BoardReader, reg prometheus.Registerer) *Hub {
 	cfg.setDefaults()
 	h := &Hub{
-		cfg: cfg, boards: boards, latest: map[string]frame{}, clients: map[string]map[*client]bool{},
-		byUser: map[string]map[*client]bool{}, done: make(chan struct{}),
+		cfg: cfg, boards: boards, latest: map[string]snapshot{}, clients: map[string]map[*client]bool{},
+		byUser:  map[string]map[*client]bool{},
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "leaderboard_sse_clients", Help: "Open realtime streams."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "leaderboard_sse_dropped_total", Help: "Streams closed because the client stayed behind or a write failed."}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leaderboard_sse_events_total", Help: "Events written to realtime streams, by event name."},
@@ -95,6 +107,7 @@ func NewHub(cfg HubConfig, boards BoardReader, reg prometheus.Registerer) *Hub {
 	return h
 }
 
+// client is the hub's side of one subscription.
 type client struct {
 	user, key string
 	wake      chan struct{}
@@ -102,10 +115,10 @@ type client struct {
 	goneOnce  sync.Once
 
 	mu           sync.Mutex
-	top          *frame    // newest snapshot not yet written
+	top          *snapshot // newest snapshot not yet handed out
 	topSince     time.Time // when top became pending
-	lastVersion  int64     // newest snapshot version queued or written
-	userEvents   []frame
+	lastVersion  int64     // newest snapshot version queued or handed out
+	userEvents   [][]byte
 	lastTopWrite time.Time
 }
 
@@ -119,43 +132,96 @@ func (c *client) signal() {
 }
 
 // offerTop queues a snapshot if it is newer than what the client has; it reports false
-// when the client has had an unsent snapshot for longer than maxBehind.
-func (c *client) offerTop(f frame, maxBehind time.Duration) bool {
+// when the client has had an unsent snapshot for longer than maxBehind at now.
+func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.version <= c.lastVersion {
+	if s.version <= c.lastVersion {
 		return true
 	}
-	now := time.Now()
 	if c.top != nil && now.Sub(c.topSince) > maxBehind {
 		return false
 	}
 	if c.top == nil {
 		c.topSince = now
 	}
-	c.top, c.lastVersion = &f, f.version
+	c.top, c.lastVersion = &s, s.version
 	c.signal()
 	return true
 }
 
-// take returns what the client should write now: the pending snapshot once the window
+// take returns what the client should write at now: the pending snapshot once the window
 // since the last one has passed (wait says how long until then), and user events.
-func (c *client) take(window time.Duration) (top *frame, users []frame, wait time.Duration) {
+func (c *client) take(window time.Duration, now time.Time) (top *snapshot, users [][]byte, wait time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	users, c.userEvents = c.userEvents, nil
 	if c.top != nil {
-		if since := time.Since(c.lastTopWrite); since < window {
+		if since := now.Sub(c.lastTopWrite); since < window {
 			return nil, users, window - since
 		}
 		top, c.top = c.top, nil
-		c.lastTopWrite = time.Now()
+		c.lastTopWrite = now
 	}
 	return top, users, 0
 }
 
-// register adds a stream, enforcing the caps. The client is taken to hold version
-// lastVersion already (-1: none), so nothing older or equal is ever queued for it.
+// Subscription is one stream's feed: Frames hands out what is due, Ready signals that
+// something may be, Done closes when the hub ends the stream.
+type Subscription struct {
+	hub *Hub
+	c   *client
+}
+
+// Subscribe opens a feed of a board's top (and the user's own rank updates), enforcing the
+// stream caps. The client is taken to hold version lastVersion already (-1: none), so
+// nothing older or equal is ever handed to it; the current snapshot is queued if newer.
+func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVersion int64) (*Subscription, error) {
+	c, err := h.register(user, board+":"+period, lastVersion)
+	if err != nil {
+		return nil, err
+	}
+	// The snapshot is read after registering, so no update can fall in between.
+	snap, err := h.snapshot(ctx, board, period)
+	if err != nil {
+		h.unregister(c)
+		return nil, err
+	}
+	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	return &Subscription{hub: h, c: c}, nil
+}
+
+// Frames returns the frames due now, and how long until a snapshot held back by the
+// coalescing window is due (0 when none is held).
+func (s *Subscription) Frames() ([]Frame, time.Duration) {
+	top, users, wait := s.c.take(s.hub.cfg.Window, s.hub.cfg.Now())
+	frames := make([]Frame, 0, len(users)+1)
+	for _, u := range users {
+		frames = append(frames, Frame{Event: "user.rank.updated", Data: u})
+		s.hub.sent.WithLabelValues("user.rank.updated").Inc()
+	}
+	if top != nil {
+		frames = append(frames, Frame{ID: strconv.FormatInt(top.version, 10), Event: "leaderboard.updated", Data: top.data})
+		s.hub.sent.WithLabelValues("leaderboard.updated").Inc()
+	}
+	return frames, wait
+}
+
+// Ready signals that frames may be due.
+func (s *Subscription) Ready() <-chan struct{} { return s.c.wake }
+
+// Done is closed when the hub ends the stream: the client stayed behind, or the hub closed.
+func (s *Subscription) Done() <-chan struct{} { return s.c.gone }
+
+// Close ends the subscription; failed counts it as dropped (a write to the client failed).
+func (s *Subscription) Close(failed bool) {
+	if failed {
+		s.hub.dropped.Inc()
+	}
+	s.hub.unregister(s.c)
+}
+
+// register adds a stream, enforcing the caps.
 func (h *Hub) register(user, key string, lastVersion int64) (*client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -199,21 +265,22 @@ func (h *Hub) unregister(c *client) {
 // PublishTop takes a board's new top-N (from the notification handler). Older versions
 // than the newest seen are ignored, so versions only increase.
 func (h *Hub) PublishTop(board, period string, version int64, entries []messages.Entry) {
-	f := h.renderTop(board, period, version, entries)
+	s := h.renderTop(board, period, version, entries)
 	key := board + ":" + period
 	h.mu.Lock()
 	if cur, ok := h.latest[key]; ok && cur.version >= version {
 		h.mu.Unlock()
 		return
 	}
-	h.latest[key] = f
+	h.latest[key] = s
 	targets := make([]*client, 0, len(h.clients[key]))
 	for c := range h.clients[key] {
 		targets = append(targets, c)
 	}
 	h.mu.Unlock()
+	now := h.cfg.Now()
 	for _, c := range targets {
-		if !c.offerTop(f, h.cfg.MaxBehind) {
+		if !c.offerTop(s, h.cfg.MaxBehind, now) {
 			h.dropped.Inc()
 			c.drop()
 		}
@@ -240,14 +307,14 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 			continue // the next change, or a reconnect, brings it
 		}
 		data, _ := json.Marshal(map[string]any{
-			"user_id": u, "board": board, "score": e.Score, "rank": e.Rank, "ts": time.Now().UTC(),
+			"user_id": u, "board": board, "score": e.Score, "rank": e.Rank, "ts": h.cfg.Now().UTC(),
 		})
 		for _, c := range targets {
 			c.mu.Lock()
 			if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
-				c.userEvents = append(c.userEvents, frame{data: data})
+				c.userEvents = append(c.userEvents, data)
 			} else {
-				c.userEvents[len(c.userEvents)-1] = frame{data: data}
+				c.userEvents[len(c.userEvents)-1] = data
 			}
 			c.mu.Unlock()
 			c.signal()
@@ -256,25 +323,25 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 }
 
 // snapshot returns the newest top the hub has seen, or reads it from Redis.
-func (h *Hub) snapshot(ctx context.Context, board, period string) (frame, error) {
+func (h *Hub) snapshot(ctx context.Context, board, period string) (snapshot, error) {
 	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
 	if err != nil {
-		return frame{}, err
+		return snapshot{}, err
 	}
 	entries := make([]messages.Entry, len(top.Entries))
 	for i, e := range top.Entries {
 		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
 	}
-	f := h.renderTop(board, period, top.Version, entries)
+	s := h.renderTop(board, period, top.Version, entries)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cur, ok := h.latest[board+":"+period]; ok && cur.version > f.version {
+	if cur, ok := h.latest[board+":"+period]; ok && cur.version > s.version {
 		return cur, nil
 	}
-	return f, nil
+	return s, nil
 }
 
-func (h *Hub) renderTop(board, period string, version int64, entries []messages.Entry) frame {
+func (h *Hub) renderTop(board, period string, version int64, entries []messages.Entry) snapshot {
 	if len(entries) > h.cfg.TopSize {
 		entries = entries[:h.cfg.TopSize]
 	}
@@ -282,9 +349,9 @@ func (h *Hub) renderTop(board, period string, version int64, entries []messages.
 		entries = []messages.Entry{}
 	}
 	data, _ := json.Marshal(map[string]any{
-		"board": board, "period": period, "version": version, "entries": entries, "ts": time.Now().UTC(),
+		"board": board, "period": period, "version": version, "entries": entries, "ts": h.cfg.Now().UTC(),
 	})
-	return frame{version: version, data: data}
+	return snapshot{version: version, data: data}
 }
 
 // Close ends every stream; new ones are refused.
@@ -295,5 +362,9 @@ func (h *Hub) Close() {
 		return
 	}
 	h.closed = true
-	close(h.done)
+	for _, set := range h.clients {
+		for c := range set {
+			c.drop()
+		}
+	}
 }

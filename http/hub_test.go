@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -18,8 +19,17 @@ func (fakeBoards) User(context.Context, string, string, string) (storage.Entry, 
 	return storage.Entry{Rank: 3, Score: 7}, nil
 }
 
+// clock is a hand-moved clock for the hub.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time            { return c.t }
+func (c *clock) advance(d time.Duration)   { c.t = c.t.Add(d) }
+func newClock() *clock                     { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func hubWith(cfg HubConfig, c *clock) *Hub { cfg.Now = c.now; return NewHub(cfg, fakeBoards{}, nil) }
+
 func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
-	h := NewHub(HubConfig{Window: time.Millisecond}, fakeBoards{}, nil)
+	clk := newClock()
+	h := hubWith(HubConfig{Window: time.Millisecond}, clk)
 	c, err := h.register("u", "global:all_time", -1)
 	if err != nil {
 		t.Fatal(err)
@@ -27,53 +37,62 @@ func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 	for _, v := range []int64{1, 2, 5, 4, 3} {
 		h.PublishTop("global", "all_time", v, []messages.Entry{{Rank: 1, UserID: "x", Score: v}})
 	}
-	top, _, _ := c.take(0)
+	top, _, _ := c.take(0, clk.now())
 	if top == nil || top.version != 5 {
 		t.Fatalf("took %+v, want only version 5", top)
 	}
-	if top, _, _ := c.take(0); top != nil {
+	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("second take returned version %d", top.version)
 	}
 	h.PublishTop("global", "all_time", 4, nil) // older than delivered: never sent
-	if top, _, _ := c.take(0); top != nil {
+	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("older version %d offered after 5", top.version)
 	}
 }
 
+// TestHubWindowSpacesSnapshots: within the window after a snapshot, the next one is held
+// back for exactly the rest of the window, then handed out.
 func TestHubWindowSpacesSnapshots(t *testing.T) {
-	h := NewHub(HubConfig{Window: 200 * time.Millisecond}, fakeBoards{}, nil)
+	clk := newClock()
+	h := hubWith(HubConfig{Window: 200 * time.Millisecond}, clk)
 	c, _ := h.register("u", "global:all_time", -1)
 	h.PublishTop("global", "all_time", 1, nil)
-	first := time.Now()
-	if top, _, _ := c.take(h.cfg.Window); top == nil {
+	if top, _, _ := c.take(h.cfg.Window, clk.now()); top == nil {
 		t.Fatal("first snapshot held back")
 	}
+	clk.advance(50 * time.Millisecond)
 	h.PublishTop("global", "all_time", 2, nil)
-	top, _, wait := c.take(h.cfg.Window)
-	if top != nil {
-		// Only a stall of the test itself past the window may let it through.
-		if since := time.Since(first); since < h.cfg.Window {
-			t.Fatalf("second snapshot taken %v after the first, inside the %v window", since, h.cfg.Window)
-		}
-		return
+	top, _, wait := c.take(h.cfg.Window, clk.now())
+	if top != nil || wait != 150*time.Millisecond {
+		t.Fatalf("50 ms after a snapshot: took %v, wait %v; want nothing for 150ms", top, wait)
 	}
-	if wait <= 0 || wait > 200*time.Millisecond {
-		t.Fatalf("second snapshot held back for %v, want (0, 200ms]", wait)
+	clk.advance(149 * time.Millisecond)
+	if top, _, _ := c.take(h.cfg.Window, clk.now()); top != nil {
+		t.Fatalf("handed out %d 1 ms before the window ended", top.version)
 	}
-	time.Sleep(wait)
-	if top, _, _ := c.take(h.cfg.Window); top == nil || top.version != 2 {
+	clk.advance(time.Millisecond)
+	if top, _, _ := c.take(h.cfg.Window, clk.now()); top == nil || top.version != 2 {
 		t.Fatalf("after the window: %+v", top)
 	}
 }
 
 func TestHubDropsClientsThatStayBehind(t *testing.T) {
-	h := NewHub(HubConfig{MaxBehind: 50 * time.Millisecond}, fakeBoards{}, nil)
+	clk := newClock()
+	h := hubWith(HubConfig{MaxBehind: 50 * time.Millisecond}, clk)
 	slow, _ := h.register("slow", "global:all_time", -1)
 	fast, _ := h.register("fast", "global:all_time", -1)
 	h.PublishTop("global", "all_time", 1, nil)
-	fast.take(0)
-	time.Sleep(80 * time.Millisecond)
-	h.PublishTop("global", "all_time", 2, nil)
+	fast.take(0, clk.now())
+	clk.advance(50 * time.Millisecond)
+	h.PublishTop("global", "all_time", 2, nil) // exactly MaxBehind: still kept
+	select {
+	case <-slow.gone:
+		t.Fatal("dropped at exactly MaxBehind")
+	default:
+	}
+	fast.take(0, clk.now())
+	clk.advance(time.Millisecond)
+	h.PublishTop("global", "all_time", 3, nil)
 	select {
 	case <-slow.gone:
 	default:
@@ -91,10 +110,10 @@ func TestHubUserEventsGoToThatUserOnly(t *testing.T) {
 	me, _ := h.register("me", "global:all_time", -1)
 	other, _ := h.register("other", "global:all_time", -1)
 	h.UsersChanged(context.Background(), "global", "all_time", []string{"me"})
-	if _, users, _ := me.take(0); len(users) != 1 {
+	if _, users, _ := me.take(0, time.Now()); len(users) != 1 {
 		t.Fatalf("own user events: %d", len(users))
 	}
-	if _, users, _ := other.take(0); len(users) != 0 {
+	if _, users, _ := other.take(0, time.Now()); len(users) != 0 {
 		t.Fatalf("another user's stream got %d events", len(users))
 	}
 }
@@ -104,11 +123,61 @@ func TestHubNeverQueuesWhatAReconnectingClientHas(t *testing.T) {
 	c, _ := h.register("u", "global:all_time", 5) // Last-Event-ID: 5
 	h.PublishTop("global", "all_time", 4, nil)
 	h.PublishTop("global", "all_time", 5, nil)
-	if top, _, _ := c.take(0); top != nil {
+	if top, _, _ := c.take(0, time.Now()); top != nil {
 		t.Fatalf("queued version %d for a client at 5", top.version)
 	}
 	h.PublishTop("global", "all_time", 6, nil)
-	if top, _, _ := c.take(0); top == nil || top.version != 6 {
+	if top, _, _ := c.take(0, time.Now()); top == nil || top.version != 6 {
 		t.Fatalf("newer version not queued: %+v", top)
+	}
+}
+
+// TestHubSubscription: a subscription hands out the snapshot on connect and then updates
+// as frames, enforces the caps, and ends when the hub closes.
+func TestHubSubscription(t *testing.T) {
+	clk := newClock()
+	h := hubWith(HubConfig{MaxStreams: 2, MaxStreamsPerUser: 1}, clk)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, _ := sub.Frames()
+	if len(frames) != 1 || frames[0].Event != "leaderboard.updated" || frames[0].ID != "0" {
+		t.Fatalf("on connect: %+v, want the snapshot of version 0", frames)
+	}
+	if _, err := h.Subscribe(ctx, "u", "global", "all_time", -1); !errors.Is(err, errTooManyUserStreams) {
+		t.Fatalf("a second stream of one user: %v", err)
+	}
+	other, err := h.Subscribe(ctx, "v", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Subscribe(ctx, "w", "global", "all_time", -1); !errors.Is(err, errTooManyStreams) {
+		t.Fatalf("a third stream: %v", err)
+	}
+	other.Close(false)
+	if _, err := h.Subscribe(ctx, "w", "global", "all_time", -1); err != nil {
+		t.Fatalf("a stream after one closed: %v", err)
+	}
+	clk.advance(time.Second)
+	h.PublishTop("global", "all_time", 7, []messages.Entry{{Rank: 1, UserID: "x", Score: 1}})
+	select {
+	case <-sub.Ready():
+	default:
+		t.Fatal("no signal after an update")
+	}
+	frames, _ = sub.Frames()
+	if len(frames) != 1 || frames[0].ID != "7" {
+		t.Fatalf("after an update: %+v", frames)
+	}
+	h.Close()
+	select {
+	case <-sub.Done():
+	default:
+		t.Fatal("the subscription did not end with the hub")
+	}
+	if _, err := h.Subscribe(ctx, "z", "global", "all_time", -1); !errors.Is(err, errShuttingDown) {
+		t.Fatalf("subscribe after Close: %v", err)
 	}
 }

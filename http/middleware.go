@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,8 +50,10 @@ func requestIDFrom(ctx context.Context) string {
 	return id
 }
 
-// requestID takes X-Request-ID when it is a sane id, or makes one; it is echoed back and
-// becomes the correlation id of the commands the request publishes.
+// requestID takes X-Request-ID when it is a sane id (1–64 printable characters), or makes
+// one; it is echoed back and becomes the correlation id stored with every command the
+// request publishes. (chi's middleware.RequestID would take any client header, of any
+// length, and does not echo it.)
 func (s *server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-ID")
@@ -62,45 +65,25 @@ func (s *server) requestID(next http.Handler) http.Handler {
 	})
 }
 
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // observe records request metrics by route pattern, and logs server errors.
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
-		if sw.status == 0 {
-			sw.status = http.StatusOK
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
 		}
 		method := methodLabel(r.Method)
-		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
+		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-		if sw.status >= 500 {
-			s.Logger.Warn("request failed", "method", r.Method, "route", route, "status", sw.status,
+		if status >= 500 {
+			s.Logger.Warn("request failed", "method", method, "route", route, "status", status,
 				"request_id", requestIDFrom(r.Context()), "took", time.Since(start))
 		}
 	})
@@ -115,6 +98,9 @@ func methodLabel(m string) string {
 	return "other"
 }
 
+// recoverPanics answers a panicking handler's request in the API's error format and logs
+// the panic through slog with the request id. (chi's middleware.Recoverer answers an empty
+// 500 and prints to stderr.)
 func (s *server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

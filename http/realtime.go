@@ -88,77 +88,69 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 				lastID = id
 			}
 		}
-
-		c, err := s.Hub.register(claims.Subject, board.ID+":"+board.Period, lastID)
-		if err != nil {
+		sub, err := s.Hub.Subscribe(r.Context(), claims.Subject, board.ID, board.PeriodAt(s.Now()), lastID)
+		switch {
+		case errors.Is(err, errTooManyStreams), errors.Is(err, errTooManyUserStreams), errors.Is(err, errShuttingDown):
 			w.Header().Set("Retry-After", "5")
 			writeError(w, r, http.StatusServiceUnavailable, "too_many_streams", err.Error(), "")
 			return
-		}
-		defer s.Hub.unregister(c)
-		// The snapshot is read after registering, so no update can fall in between.
-		snap, err := s.Hub.snapshot(r.Context(), board.ID, board.Period)
-		if err != nil {
+		case err != nil:
 			s.readFailed(w, r, err)
 			return
 		}
-		c.offerTop(snap, s.Hub.cfg.MaxBehind) // queued only if newer than what the client has
+		failed := false
+		defer func() { sub.Close(failed) }()
+		failed = !s.writeStream(w, r, sub)
+	}
+}
 
-		rc := http.NewResponseController(w)
-		// The deadline would outlive the stream on a kept-alive connection.
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		var buf bytes.Buffer
-		fmt.Fprintf(&buf, "retry: %d\n: connected\n\n", s.Realtime.Retry.Milliseconds())
-		if !s.writeStream(w, rc, &buf) {
-			return
+// writeStream writes the subscription's frames as SSE until the client leaves or the hub
+// ends the stream, with a comment line every heartbeat; false when a write failed.
+func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription) bool {
+	rc := http.NewResponseController(w)
+	// The deadline would outlive the stream on a kept-alive connection.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "retry: %d\n: connected\n\n", s.Realtime.Retry.Milliseconds())
+	heartbeat := time.NewTicker(s.Realtime.Heartbeat)
+	defer heartbeat.Stop()
+	var later <-chan time.Time
+	for {
+		frames, wait := sub.Frames()
+		for _, f := range frames {
+			if f.ID != "" {
+				fmt.Fprintf(&buf, "id: %s\n", f.ID)
+			}
+			fmt.Fprintf(&buf, "event: %s\ndata: ", f.Event)
+			buf.Write(f.Data)
+			buf.WriteString("\n\n")
 		}
-		heartbeat := time.NewTicker(s.Realtime.Heartbeat)
-		defer heartbeat.Stop()
-		var later <-chan time.Time
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-s.Hub.done:
-				return
-			case <-c.gone:
-				return
-			case <-heartbeat.C:
-				buf.WriteString(": heartbeat\n\n")
-			case <-later:
-				later = nil
-			case <-c.wake:
-			}
-			top, users, wait := c.take(s.Hub.cfg.Window)
-			if wait > 0 && later == nil {
-				later = time.After(wait)
-			}
-			for _, f := range users {
-				buf.WriteString("event: user.rank.updated\ndata: ")
-				buf.Write(f.data)
-				buf.WriteString("\n\n")
-				s.Hub.sent.WithLabelValues("user.rank.updated").Inc()
-			}
-			if top != nil {
-				fmt.Fprintf(&buf, "id: %d\nevent: leaderboard.updated\ndata: ", top.version)
-				buf.Write(top.data)
-				buf.WriteString("\n\n")
-				s.Hub.sent.WithLabelValues("leaderboard.updated").Inc()
-			}
-			if buf.Len() > 0 && !s.writeStream(w, rc, &buf) {
-				s.Hub.dropped.Inc()
-				return
-			}
+		if wait > 0 && later == nil {
+			later = time.After(wait)
+		}
+		if buf.Len() > 0 && !s.flush(w, rc, &buf) {
+			return false
+		}
+		select {
+		case <-r.Context().Done():
+			return true
+		case <-sub.Done():
+			return true
+		case <-heartbeat.C:
+			buf.WriteString(": heartbeat\n\n")
+		case <-later:
+			later = nil
+		case <-sub.Ready():
 		}
 	}
 }
 
-// writeStream writes and flushes buf within the write timeout, then empties it.
-func (s *server) writeStream(w http.ResponseWriter, rc *http.ResponseController, buf *bytes.Buffer) bool {
+// flush writes and flushes buf within the write timeout, then empties it.
+func (s *server) flush(w http.ResponseWriter, rc *http.ResponseController, buf *bytes.Buffer) bool {
 	_ = rc.SetWriteDeadline(time.Now().Add(s.Realtime.WriteTimeout))
 	_, err := w.Write(buf.Bytes())
 	if err == nil {

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // appliedLog says every event is applied (PostgreSQL has it).
 type appliedLog struct{}
 
-func (appliedLog) LookupRequest(context.Context, string, string) ([]byte, error) {
-	return nil, storage.ErrNotFound
+func (appliedLog) Check(context.Context, string, string, []byte) (storage.AcceptOutcome, error) {
+	return 0, storage.ErrNotFound
 }
 func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { return true, nil }
 
@@ -37,16 +38,21 @@ func (m *laggingMirror) User(context.Context, string, string, string) (storage.E
 // once it holds the submitted score, not the old entry it shows while the projector has
 // written PostgreSQL but not yet Redis; when Redis never catches up, it gives up (202).
 func TestWaitAppliedWaitsForRedis(t *testing.T) {
+	w := submit{Board: configs.DefaultBoards()[0], UserID: "u", EventID: "ev", Value: 800}
 	mirror := &laggingMirror{staleReads: 3, old: 500, new: 800}
-	s := &server{Deps: Deps{Requests: appliedLog{}, Boards: mirror, WaitTimeout: 5 * time.Second}}
-	cur, ok := s.waitApplied(context.Background(), "ev", "global", "u", 800)
+	s := submission{requests: appliedLog{}, boards: mirror}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur, ok := s.WaitApplied(ctx, w, "all_time")
 	if !ok || cur.Score != 800 || cur.Rank != 1 {
-		t.Fatalf("waitApplied = %+v, %v; want the new entry (800, rank 1)", cur, ok)
+		t.Fatalf("WaitApplied = %+v, %v; want the new entry (800, rank 1)", cur, ok)
 	}
 
 	never := &laggingMirror{staleReads: 1 << 30, old: 500}
-	s = &server{Deps: Deps{Requests: appliedLog{}, Boards: never, WaitTimeout: 200 * time.Millisecond}}
-	if cur, ok := s.waitApplied(context.Background(), "ev", "global", "u", 800); ok {
-		t.Fatalf("waitApplied answered %+v although Redis never showed the score", cur)
+	s = submission{requests: appliedLog{}, boards: never}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if cur, ok := s.WaitApplied(ctx, w, "all_time"); ok {
+		t.Fatalf("WaitApplied answered %+v although Redis never showed the score", cur)
 	}
 }

@@ -1,5 +1,6 @@
-// Package http is the service's HTTP API: routes, auth, request decoding and error
-// mapping. Handlers only publish commands (through the outbox) and read Redis.
+// Package http is the service's HTTP API: routes, auth, request decoding, the submission
+// use case, error mapping, the live page, and the SSE hub. Writes go to the outbox;
+// reads come from Redis (PostgreSQL when Redis is down).
 package http
 
 import (
@@ -15,21 +16,10 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// CommandLog makes accepted commands durable (the SQL outbox).
-type CommandLog interface {
-	Accept(ctx context.Context, cmd storage.Command) (storage.AcceptOutcome, error)
-}
-
-// BoardReader answers reads from the Redis mirror.
+// BoardReader answers reads from the Redis mirror (or, as Fallback, from PostgreSQL).
 type BoardReader interface {
 	Top(ctx context.Context, board, period string, limit int) (storage.Top, error)
 	User(ctx context.Context, board, period, userID string) (storage.Entry, error)
-}
-
-// RequestLog looks up a user's accepted event ids (the body hash they were accepted with).
-type RequestLog interface {
-	LookupRequest(ctx context.Context, userID, eventID string) ([]byte, error)
-	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 }
 
 // Deps are what the HTTP API needs.
@@ -53,12 +43,15 @@ type Deps struct {
 	// Hub feeds the realtime streams.
 	Hub      *Hub
 	Realtime RealtimeConfig
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 type server struct {
 	Deps
-	metrics httpMetrics
-	tokens  tokens
+	metrics     httpMetrics
+	tokens      tokens
+	submissions submission
 }
 
 // NewServer returns the API's handler.
@@ -66,13 +59,16 @@ func NewServer(d Deps) http.Handler {
 	if d.WaitTimeout <= 0 {
 		d.WaitTimeout = 5 * time.Second
 	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
 	d.Realtime.setDefaults()
-	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry), tokens: newTokens(d.Config)}
+	s := &server{
+		Deps: d, metrics: newHTTPMetrics(d.Registry),
+		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: d.Now},
+		submissions: submission{boards: d.Boards, commands: d.Commands, requests: d.Requests, now: d.Now},
+	}
 	return s.routes()
-}
-
-func newTokens(cfg configs.Config) tokens {
-	return tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: time.Now}
 }
 
 // NewOpsServer returns the handler of a process that runs no API role (a relay or a
@@ -80,7 +76,7 @@ func newTokens(cfg configs.Config) tokens {
 func NewOpsServer(d Deps) http.Handler {
 	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry)}
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverPanics)
+	r.Use(s.requestID, securityHeaders, s.observe, s.recoverPanics)
 	s.opsRoutes(r)
 	return r
 }

@@ -8,18 +8,12 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Metadata keys the poison-queue middleware sets on a poisoned message.
-const (
-	metaReason     = "reason_poisoned"
-	metaTopic      = "topic_poisoned"
-	metaHandler    = "handler_poisoned"
-	metaSubscriber = "subscriber_poisoned"
-	// MetaAttempts counts how often a message was poisoned (a requeued one that fails again).
-	MetaAttempts = "poison_attempts"
-)
+// MetaAttempts counts how often a message was poisoned (a requeued one that fails again).
+const MetaAttempts = "poison_attempts"
 
 // DeadLetters is a watermill Publisher that stores poisoned messages in the
 // dead_letters table. The payload is kept as bytes, so malformed messages fit.
@@ -47,15 +41,15 @@ func (d *DeadLetters) Publish(_ string, msgs ...*message.Message) error {
 		if id := cleanText(m.Metadata.Get("event_id")); id != "" {
 			eventID = &id
 		}
-		if id := cleanText(m.Metadata.Get("partition_key")); id != "" {
+		if id := cleanText(m.Metadata.Get(metaPartitionKey)); id != "" {
 			userID = &id
 		}
 		ctx := context.WithoutCancel(m.Context())
 		_, err = d.pool.Exec(ctx, `
 			INSERT INTO dead_letters (uuid, event_id, user_id, payload, metadata, reason, topic, handler, subscriber, attempts)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			cleanText(m.UUID), eventID, userID, []byte(m.Payload), meta, clean[metaReason], clean[metaTopic],
-			clean[metaHandler], clean[metaSubscriber], attempts+1)
+			cleanText(m.UUID), eventID, userID, []byte(m.Payload), meta, clean[middleware.ReasonForPoisonedKey], clean[middleware.PoisonedTopicKey],
+			clean[middleware.PoisonedHandlerKey], clean[middleware.PoisonedSubscriberKey], attempts+1)
 		if err != nil {
 			return unavailable("store dead letter", err)
 		}

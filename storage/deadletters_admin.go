@@ -186,7 +186,7 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 			}
 		}
 		msg.Metadata.Set(MetaAttempts, strconv.Itoa(l.Attempts))
-		key := msg.Metadata.Get("partition_key")
+		key := msg.Metadata.Get(metaPartitionKey)
 		if key == "" {
 			key = l.UUID
 		}

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/jackc/pgx/v5/stdlib"
 	"testing"
+
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 

@@ -130,15 +130,19 @@ func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
 	if !bytes.Equal(hash, cmd.BodyHash) || user != "alice" || board != "global" {
 		t.Errorf("score_requests = %x %s %s", hash, user, board)
 	}
-	got, err := storage.LookupRequest(ctx, f.db, "alice", "ev-1")
-	if err != nil || !bytes.Equal(got, cmd.BodyHash) {
-		t.Errorf("LookupRequest(alice, ev-1) = %x, %v", got, err)
+	requests := storage.NewRequestLog(f.pool)
+	if got, err := requests.Check(ctx, "alice", "ev-1", cmd.BodyHash); err != nil || got != storage.Duplicate {
+		t.Errorf("Check(alice, ev-1, same body) = %v, %v; want Duplicate", got, err)
 	}
-	if _, err := storage.LookupRequest(ctx, f.db, "alice", "ev-none"); !errors.Is(err, storage.ErrNotFound) {
-		t.Errorf("LookupRequest(unknown) err = %v, want ErrNotFound", err)
+	other := sha256.Sum256([]byte("another body"))
+	if got, err := requests.Check(ctx, "alice", "ev-1", other[:]); err != nil || got != storage.Conflict {
+		t.Errorf("Check(alice, ev-1, another body) = %v, %v; want Conflict", got, err)
 	}
-	if _, err := storage.LookupRequest(ctx, f.db, "bob", "ev-1"); !errors.Is(err, storage.ErrNotFound) {
-		t.Errorf("LookupRequest(bob, alice's event id) err = %v, want ErrNotFound", err)
+	if _, err := requests.Check(ctx, "alice", "ev-none", cmd.BodyHash); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("Check(unknown) err = %v, want ErrNotFound", err)
+	}
+	if _, err := requests.Check(ctx, "bob", "ev-1", cmd.BodyHash); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("Check(bob, alice's event id) err = %v, want ErrNotFound", err)
 	}
 }
 

@@ -5,23 +5,17 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
 
 // ErrNotFound is returned when the asked-for entry does not exist.
 var ErrNotFound = errors.New("not found")
@@ -85,63 +79,6 @@ func ensureDatabase(ctx context.Context, rawURL string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
-	}
-	return nil
-}
-
-// Migrate applies the embedded migrations that have not run yet, then the outbox
-// tables of every shard. It holds an advisory lock so concurrent starts are safe.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: acquire: %w", err)
-	}
-	defer conn.Release()
-	const lockID = 7_345_112_001
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockID); err != nil {
-		return fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockID) //nolint:errcheck
-
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("migrate: create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return fmt.Errorf("migrate: list: %w", err)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
-		var done bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&done); err != nil {
-			return fmt.Errorf("migrate: check %s: %w", version, err)
-		}
-		if done {
-			continue
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("migrate: read %s: %w", name, err)
-		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", version, err)
-		}
-	}
-	for shard := 0; shard < shards; shard++ {
-		for _, q := range outbox.InitQueries(shard) {
-			if _, err := conn.Exec(ctx, q); err != nil {
-				return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
-			}
-		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package storage_test
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,7 +15,7 @@ import (
 func TestOpenPostgresCreatesMissingDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	name, rawURL := newDatabaseName(t)
+	name, rawURL := servers.DatabaseURL(t)
 
 	pool, err := storage.OpenPostgres(ctx, rawURL, 2)
 	if err != nil {
@@ -60,7 +62,7 @@ func TestMigrateIsIdempotentAndCreatesOutboxShards(t *testing.T) {
 			t.Fatalf("Migrate run %d: %v", run, err)
 		}
 	}
-	for _, table := range []string{"users", "board_entries", "score_history", "score_requests", "dead_letters", "schema_migrations"} {
+	for _, table := range []string{"users", "board_entries", "score_history", "score_requests", "dead_letters", "goose_db_version"} {
 		if !tableExists(t, pool, table) {
 			t.Errorf("table %s missing after Migrate", table)
 		}
@@ -79,11 +81,11 @@ func TestMigrateIsIdempotentAndCreatesOutboxShards(t *testing.T) {
 		t.Errorf("Migrate with 3 shards created a 4th outbox table")
 	}
 	var versions int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = '0001_init'`).Scan(&versions); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id = 1`).Scan(&versions); err != nil {
 		t.Fatal(err)
 	}
 	if versions != 1 {
-		t.Errorf("schema_migrations has %d rows for 0001_init, want 1", versions)
+		t.Errorf("goose_db_version has %d rows for 0001_init, want 1", versions)
 	}
 
 	// Growing the shard count later adds the new shards' tables and keeps the old ones.
@@ -116,5 +118,49 @@ func TestMigrateConcurrentStarts(t *testing.T) {
 	}
 	if !tableExists(t, pool, "score_history") || !tableExists(t, pool, `"watermill_score_commands_1"`) {
 		t.Errorf("tables missing after concurrent Migrate")
+	}
+}
+
+// TestMigrateAdoptsTheHandWrittenMigrator: a database migrated by the earlier, hand-written
+// migrator (schema_migrations) is carried over to goose without running any migration
+// twice, and the migrations it had not run yet are applied.
+func TestMigrateAdoptsTheHandWrittenMigrator(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	pool := newTestPool(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"0001_init", "0002_admin_audit", "0003_rank_index"} {
+		body, err := os.ReadFile("migrations/" + name + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO score_requests (event_id, body_hash, user_id, board_id) VALUES ('kept', '\x01', 'u', 'global')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Migrate(ctx, pool, storage.NewOutboxSchema(), 1); err != nil {
+		t.Fatalf("Migrate over the hand-written migrator's database: %v", err)
+	}
+	if tableExists(t, pool, "schema_migrations") {
+		t.Error("schema_migrations is still there")
+	}
+	var applied string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(version_id::text, ',' ORDER BY version_id) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(applied, "1,2,3,4") || strings.Count(applied, "1,") != 1 {
+		t.Errorf("goose versions %s, want each of 1..4 once", applied)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM score_requests WHERE user_id = 'u' AND event_id = 'kept'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the existing request did not survive 0004 (user-scoped keys): %d, %v", n, err)
 	}
 }

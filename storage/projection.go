@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
@@ -15,14 +14,20 @@ type ScoreEvent struct {
 	EventID    string
 	Board      string
 	Period     string
-	Operator   string // best, incr or set
+	Operator   string // recorded in the history
 	UserID     string
 	NickName   string
 	Value      int64
 	OccurredAt time.Time
 }
 
-// EntryState is the absolute state of one board entry after a batch was applied.
+// EntryKey names one entry: a user on a board and period.
+type EntryKey struct{ Board, Period, UserID string }
+
+// Key is the entry an event applies to.
+func (e ScoreEvent) Key() EntryKey { return EntryKey{e.Board, e.Period, e.UserID} }
+
+// EntryState is the absolute state of one board entry.
 type EntryState struct {
 	Board     string
 	Period    string
@@ -32,6 +37,14 @@ type EntryState struct {
 	ReachedAt time.Time
 	UpdatedAt time.Time
 }
+
+// Key is the entry the state belongs to.
+func (s EntryState) Key() EntryKey { return EntryKey{s.Board, s.Period, s.UserID} }
+
+// FoldFunc decides what new events do to their entries: given the current state of every
+// entry they name (absent when the user has none yet) and the events in batch order, it
+// returns the new states of the entries that changed. Versions are set by the store.
+type FoldFunc func(current map[EntryKey]EntryState, events []ScoreEvent) ([]EntryState, error)
 
 // AppliedBatch is what PostgreSQL holds for the entries a batch touched.
 type AppliedBatch struct {
@@ -50,9 +63,7 @@ type AppliedBatch struct {
 	Changed map[string][]string
 }
 
-type entryKey struct{ board, period, user string }
-
-// Projection applies score events to the board tables, idempotently by event id.
+// Projection applies score events to the board tables, idempotently by (user, event id).
 type Projection struct {
 	pool *pgxpool.Pool
 }
@@ -60,103 +71,63 @@ type Projection struct {
 // NewProjection returns the PostgreSQL side of the projector.
 func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: pool} }
 
-// upserts by operator: each row of the batch is already aggregated per entry.
-var upsertSQL = map[string]string{
-	"best": `score = excluded.score, version = e.version + 1, reached_at = excluded.reached_at, updated_at = excluded.updated_at
-		WHERE excluded.score > e.score OR (excluded.score = e.score AND excluded.reached_at < e.reached_at)`,
-	"incr": `score = e.score + excluded.score, version = e.version + 1, reached_at = excluded.reached_at, updated_at = excluded.updated_at`,
-	"set": `score = excluded.score, version = e.version + 1, reached_at = CASE WHEN excluded.score = e.score THEN e.reached_at ELSE excluded.reached_at END, updated_at = excluded.updated_at
-		WHERE excluded.updated_at >= e.updated_at`,
-}
-
-// Apply records the events in the history (skipping event ids already there), folds the
-// new ones into board_entries with each board's operator, and returns the state of every
-// entry the batch names. It is one transaction.
-func (p *Projection) Apply(ctx context.Context, events []ScoreEvent) (AppliedBatch, error) {
+// Apply records the events in the history (skipping those already there), locks the
+// entries the new ones name, lets fold decide their new states, writes them, and returns
+// the state of every entry the batch names. It is one transaction.
+func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
 	var out AppliedBatch
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		n := len(events)
-		ids, boards, periods, ops, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		values, times := make([]int64, n), make([]time.Time, n)
-		for i, e := range events {
-			if _, ok := upsertSQL[e.Operator]; !ok {
-				return fmt.Errorf("apply: unknown operator %q", e.Operator)
-			}
-			ids[i], boards[i], periods[i], ops[i], users[i], values[i], times[i] = e.EventID, e.Board, e.Period, e.Operator, e.UserID, e.Value, e.OccurredAt
-		}
-		rows, err := tx.Query(ctx, `
-			INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
-			ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
-			RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times)
+		fresh, maxSeq, err := recordHistory(ctx, tx, events)
 		if err != nil {
 			return err
 		}
-		type histKey struct{ user, id, board, period string }
-		fresh := map[histKey]bool{}
-		for rows.Next() {
-			var k histKey
-			var seq int64
-			if err := rows.Scan(&k.user, &k.id, &k.board, &k.period, &seq); err != nil {
-				rows.Close()
-				return err
-			}
-			fresh[k] = true
-			out.MaxSeq = max(out.MaxSeq, seq)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-
-		agg := map[entryKey]*ScoreEvent{}
-		var keys []entryKey
+		out.MaxSeq, out.Fresh = maxSeq, make([]bool, len(events))
 		out.NickNames = map[string]string{}
-		out.Fresh = make([]bool, len(events))
-		for i := range events {
-			e := &events[i]
-			k := entryKey{e.Board, e.Period, e.UserID}
+		var newEvents []ScoreEvent
+		var named, touched []EntryKey
+		seenNamed, seenTouched := map[EntryKey]bool{}, map[EntryKey]bool{}
+		for i, e := range events {
+			k := e.Key()
 			if e.NickName != "" {
 				out.NickNames[e.UserID] = e.NickName
 			}
-			if _, seen := agg[k]; !seen {
-				keys = append(keys, k)
+			if !seenNamed[k] {
+				seenNamed[k] = true
+				named = append(named, k)
 			}
-			if !fresh[histKey{e.UserID, e.EventID, e.Board, e.Period}] {
-				if _, seen := agg[k]; !seen {
-					agg[k] = nil
-				}
+			hk := historyKey{e.UserID, e.EventID, e.Board, e.Period}
+			if !fresh[hk] {
 				continue
 			}
-			delete(fresh, histKey{e.UserID, e.EventID, e.Board, e.Period}) // an event id twice in one batch counts once
-			out.NewEvents++
+			delete(fresh, hk) // an event id twice in one batch counts once
 			out.Fresh[i] = true
-			agg[k] = fold(agg[k], *e)
-		}
-		// A stable lock order keeps concurrent batches from deadlocking.
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			if a.board != b.board {
-				return a.board < b.board
-			}
-			if a.period != b.period {
-				return a.period < b.period
-			}
-			return a.user < b.user
-		})
-		byOp := map[string][]*ScoreEvent{}
-		for _, k := range keys {
-			if e := agg[k]; e != nil {
-				byOp[e.Operator] = append(byOp[e.Operator], e)
+			newEvents = append(newEvents, e)
+			if !seenTouched[k] {
+				seenTouched[k] = true
+				touched = append(touched, k)
 			}
 		}
-		// One round trip: the upserts, the nick names, then the state of every entry.
-		b := &pgx.Batch{}
+		out.NewEvents = len(newEvents)
 		out.Changed = map[string][]string{}
-		for op, es := range byOp {
-			queueUpsert(b, op, es, out.Changed)
+		b := &pgx.Batch{}
+		if len(newEvents) > 0 {
+			current, err := lockEntries(ctx, tx, touched)
+			if err != nil {
+				return err
+			}
+			states, err := fold(current, newEvents)
+			if err != nil {
+				return err
+			}
+			for i := range states {
+				states[i].Version = current[states[i].Key()].Version + 1
+				out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
+			}
+			queueWriteEntries(b, states)
 		}
+		// One round trip: the new states, the nick names, then the state of every entry.
 		queueNickNames(b, out.NickNames)
-		entries := queueLoadEntries(b, keys)
+		entries := queueLoadEntries(b, named)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
@@ -169,56 +140,90 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent) (AppliedBat
 	return out, nil
 }
 
-// fold combines a new event into the aggregate of its entry within one batch.
-func fold(acc *ScoreEvent, e ScoreEvent) *ScoreEvent {
-	if acc == nil {
-		return &e
+type historyKey struct{ user, id, board, period string }
+
+// recordHistory inserts the events into score_history and returns those that were not
+// there yet, with the highest sequence number it assigned.
+func recordHistory(ctx context.Context, tx pgx.Tx, events []ScoreEvent) (map[historyKey]bool, int64, error) {
+	n := len(events)
+	ids, boards, periods, ops, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	values, times := make([]int64, n), make([]time.Time, n)
+	for i, e := range events {
+		ids[i], boards[i], periods[i], ops[i], users[i], values[i], times[i] = e.EventID, e.Board, e.Period, e.Operator, e.UserID, e.Value, e.OccurredAt
 	}
-	switch e.Operator {
-	case "best":
-		if e.Value > acc.Value || e.Value == acc.Value && e.OccurredAt.Before(acc.OccurredAt) {
-			acc.Value, acc.OccurredAt = e.Value, e.OccurredAt
-		}
-	case "incr":
-		acc.Value += e.Value
-		acc.OccurredAt = maxTime(acc.OccurredAt, e.OccurredAt)
-	case "set":
-		if !e.OccurredAt.Before(acc.OccurredAt) {
-			acc.Value, acc.OccurredAt = e.Value, e.OccurredAt
-		}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
+		ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
+		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times)
+	if err != nil {
+		return nil, 0, err
 	}
-	return acc
+	fresh := map[historyKey]bool{}
+	var maxSeq int64
+	var k historyKey
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&k.user, &k.id, &k.board, &k.period, &seq}, func() error {
+		fresh[k] = true
+		maxSeq = max(maxSeq, seq)
+		return nil
+	})
+	return fresh, maxSeq, err
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// queueUpsert folds the aggregated events of one operator into board_entries and
-// records, per board and period, the users whose entry changed.
-func queueUpsert(b *pgx.Batch, op string, es []*ScoreEvent, changed map[string][]string) {
-	n := len(es)
-	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
-	scores, times := make([]int64, n), make([]time.Time, n)
-	for i, e := range es {
-		boards[i], periods[i], users[i], scores[i], times[i] = e.Board, e.Period, e.UserID, e.Value, e.OccurredAt
-	}
+// lockEntries takes a transaction-scoped advisory lock on each entry, then reads their
+// current state. Locks by key (not row locks) also serialize two batches that create the
+// same entry, which a row lock cannot: the row does not exist yet. Locks are taken in hash
+// order, so concurrent batches never deadlock.
+func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]EntryState, error) {
+	boards, periods, users := splitKeys(keys)
+	b := &pgx.Batch{}
 	b.Queue(`
-		INSERT INTO board_entries AS e (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT b, p, u, s, 1, t, t FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS x(b, p, u, s, t)
-		ON CONFLICT (board_id, period, user_id) DO UPDATE SET `+upsertSQL[op]+`
-		RETURNING board_id, period, user_id`,
-		boards, periods, users, scores, times).Query(func(rows pgx.Rows) error {
-		var board, period, user string
-		_, err := pgx.ForEachRow(rows, []any{&board, &period, &user}, func() error {
-			changed[board+":"+period] = append(changed[board+":"+period], user)
+		SELECT pg_advisory_xact_lock(h) FROM (
+			SELECT DISTINCT hashtextextended(k.b || ':' || k.p || ':' || k.u, 0) AS h
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)) l
+		ORDER BY h`, boards, periods, users)
+	out := map[EntryKey]EntryState{}
+	b.Queue(`
+		SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
+		JOIN board_entries e ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
+		boards, periods, users).Query(func(rows pgx.Rows) error {
+		var s EntryState
+		_, err := pgx.ForEachRow(rows, []any{&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt}, func() error {
+			out[s.Key()] = s
 			return nil
 		})
 		return err
 	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func splitKeys(keys []EntryKey) (boards, periods, users []string) {
+	boards, periods, users = make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		boards[i], periods[i], users[i] = k.Board, k.Period, k.UserID
+	}
+	return boards, periods, users
+}
+
+// queueWriteEntries writes absolute entry states.
+func queueWriteEntries(b *pgx.Batch, states []EntryState) {
+	n := len(states)
+	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
+	scores, versions, reached, updated := make([]int64, n), make([]int64, n), make([]time.Time, n), make([]time.Time, n)
+	for i, s := range states {
+		boards[i], periods[i], users[i], scores[i], versions[i], reached[i], updated[i] = s.Board, s.Period, s.UserID, s.Score, s.Version, s.ReachedAt, s.UpdatedAt
+	}
+	b.Queue(`
+		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::timestamptz[])
+		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, version = excluded.version,
+			reached_at = excluded.reached_at, updated_at = excluded.updated_at`,
+		boards, periods, users, scores, versions, reached, updated)
 }
 
 func queueNickNames(b *pgx.Batch, names map[string]string) {
@@ -242,12 +247,8 @@ func queueNickNames(b *pgx.Batch, names map[string]string) {
 
 // queueLoadEntries queues the read of the entries' current state; the slice is filled
 // when the batch's results are read.
-func queueLoadEntries(b *pgx.Batch, keys []entryKey) *[]EntryState {
-	n := len(keys)
-	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
-	for i, k := range keys {
-		boards[i], periods[i], users[i] = k.board, k.period, k.user
-	}
+func queueLoadEntries(b *pgx.Batch, keys []EntryKey) *[]EntryState {
+	boards, periods, users := splitKeys(keys)
 	out := new([]EntryState)
 	b.Queue(`
 		SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at
@@ -263,11 +264,4 @@ func queueLoadEntries(b *pgx.Batch, keys []entryKey) *[]EntryState {
 		return err
 	})
 	return out
-}
-
-// IsApplied reports whether a user's event has been applied to PostgreSQL.
-func (p *Projection) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
-	var ok bool
-	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2)`, userID, eventID).Scan(&ok)
-	return ok, unavailable("is applied", err)
 }

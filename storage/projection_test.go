@@ -3,12 +3,15 @@ package storage_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/handlers"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -25,9 +28,20 @@ func incrEvent(id, user string, value int64, occurred time.Time) storage.ScoreEv
 	return storage.ScoreEvent{EventID: id, Board: "points", Period: "all_time", Operator: "incr", UserID: user, Value: value, OccurredAt: occurred}
 }
 
+// testFold applies events with the rules of global (best) and of incr boards.
+var testFold = func() storage.FoldFunc {
+	boards := map[string]configs.Board{
+		"global": {ID: "global", Operator: configs.OpBest, Order: configs.OrderDesc, Period: configs.PeriodAllTime, MaxValue: configs.MaxExactScore},
+	}
+	for _, id := range []string{"points", "match:m1", "daily", "season"} {
+		boards[id] = configs.Board{ID: id, Operator: configs.OpIncr, Order: configs.OrderDesc, MaxValue: math.MaxInt64}
+	}
+	return handlers.FoldWith(boards)
+}()
+
 func mustApply(t *testing.T, p *storage.Projection, events ...storage.ScoreEvent) storage.AppliedBatch {
 	t.Helper()
-	out, err := p.Apply(testContext(t), events)
+	out, err := p.Apply(testContext(t), events, testFold)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -102,14 +116,15 @@ func TestProjectionApplyNewEvent(t *testing.T) {
 	if got.NickNames["alice"] != "Alice" {
 		t.Errorf("NickNames = %v, want alice: Alice", got.NickNames)
 	}
-	applied, err := p.IsApplied(testContext(t), "alice", "ev-1")
+	requests := storage.NewRequestLog(pool)
+	applied, err := requests.IsApplied(testContext(t), "alice", "ev-1")
 	if err != nil || !applied {
 		t.Errorf("IsApplied(alice, ev-1) = %v, %v; want true", applied, err)
 	}
-	if applied, err = p.IsApplied(testContext(t), "bob", "ev-1"); err != nil || applied {
+	if applied, err = requests.IsApplied(testContext(t), "bob", "ev-1"); err != nil || applied {
 		t.Errorf("IsApplied(bob, alice's ev-1) = %v, %v; want false", applied, err)
 	}
-	applied, err = p.IsApplied(testContext(t), "alice", "ev-unknown")
+	applied, err = requests.IsApplied(testContext(t), "alice", "ev-unknown")
 	if err != nil || applied {
 		t.Errorf("IsApplied(ev-unknown) = %v, %v; want false", applied, err)
 	}
@@ -291,7 +306,7 @@ func TestProjectionConcurrentRedeliveriesApplyOnce(t *testing.T) {
 			results[i], errs[i] = p.Apply(ctx, []storage.ScoreEvent{
 				incrEvent("shared", "q", 100, at(1)),
 				incrEvent(fmt.Sprintf("own-%d", i), "q", 1, at(2)),
-			})
+			}, testFold)
 		}()
 	}
 	wg.Wait()
@@ -314,40 +329,34 @@ func TestProjectionConcurrentRedeliveriesApplyOnce(t *testing.T) {
 	}
 }
 
-func TestProjectionUnknownOperatorIsRejected(t *testing.T) {
+func TestProjectionFoldErrorRollsBack(t *testing.T) {
 	t.Parallel()
 	pool := newMigratedPool(t, 1)
 	p := storage.NewProjection(pool)
-	ev := bestEvent("bad-op", "u", 1, at(1))
-	ev.Operator = "multiply"
-	_, err := p.Apply(testContext(t), []storage.ScoreEvent{ev})
-	if err == nil {
-		t.Fatal("Apply with an unknown operator succeeded")
+	failing := func(map[storage.EntryKey]storage.EntryState, []storage.ScoreEvent) ([]storage.EntryState, error) {
+		return nil, errors.New("fold failed")
 	}
-	// A bad event is permanent: marking it as an outage would have it retried forever
-	// instead of dead-lettered.
-	if errors.Is(err, storage.ErrUnavailable) {
-		t.Errorf("Apply with an unknown operator: %v; must not wrap ErrUnavailable", err)
+	if _, err := p.Apply(testContext(t), []storage.ScoreEvent{bestEvent("ev-1", "u", 1, at(1))}, failing); err == nil {
+		t.Fatal("Apply with a failing fold succeeded")
 	}
 	if h := historyRows(t, pool); len(h) != 0 {
-		t.Errorf("score_history = %v after a rejected batch, want empty", h)
+		t.Errorf("score_history = %v after a failed batch, want empty: the event must apply on its retry", h)
 	}
 }
 
-// TestProjectionRejectedDataIsMarked: data PostgreSQL refuses (a NUL in a text column, a
-// sum past int64) is marked ErrRejected, which retrying can never change; an unreachable
-// database is not.
+// TestProjectionRejectedDataIsMarked: data PostgreSQL refuses (a NUL in a text column) is
+// marked ErrRejected, which retrying can never change; an unreachable database is not.
 func TestProjectionRejectedDataIsMarked(t *testing.T) {
 	t.Parallel()
 	p := storage.NewProjection(newMigratedPool(t, 1))
 	nul := bestEvent("ev-nul", "nul", 1, at(1))
 	nul.Period = "all\x00time"
-	mustApply(t, p, incrEvent("ev-big", "big", 1<<62, at(1)))
+	nulUser := bestEvent("ev-nul-2", "n\x00l", 1, at(1))
 	for name, ev := range map[string]storage.ScoreEvent{
 		"NUL in the period":  nul,
-		"int64 sum overflow": incrEvent("ev-big-2", "big", 1<<62, at(2)),
+		"NUL in the user id": nulUser,
 	} {
-		_, err := p.Apply(testContext(t), []storage.ScoreEvent{ev})
+		_, err := p.Apply(testContext(t), []storage.ScoreEvent{ev}, testFold)
 		if !errors.Is(err, storage.ErrRejected) || errors.Is(err, storage.ErrUnavailable) {
 			t.Errorf("%s: %v, want ErrRejected", name, err)
 		}

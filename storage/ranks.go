@@ -71,3 +71,45 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 	}
 	return e, nil
 }
+
+// page reads board entries in user id order after afterUser, with nick names.
+func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit int, random bool) ([]EntryState, map[string]string, error) {
+	q := `SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at, coalesce(u.nick_name, '')
+		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY e.user_id LIMIT $4`
+	if random {
+		q = `SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at, coalesce(u.nick_name, '')
+		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY random() LIMIT $4`
+	}
+	rows, err := r.pool.Query(ctx, q, board, period, afterUser, limit)
+	if err != nil {
+		return nil, nil, unavailable("read board entries", err)
+	}
+	nicks := map[string]string{}
+	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) {
+		var s EntryState
+		var nick string
+		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt, &nick)
+		if nick != "" {
+			nicks[s.UserID] = nick
+		}
+		return s, err
+	})
+	return states, nicks, unavailable("read board entries", err)
+}
+
+// count returns how many entries a board holds in PostgreSQL.
+func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
+	var n int64
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM board_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
+	return n, unavailable("count board entries", err)
+}
+
+// maxSeq is the newest history sequence number: top versions after a rebuild start above
+// it, so they stay above the versions clients have seen even when Redis lost them.
+func (r *Ranks) maxSeq(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM score_history`).Scan(&n)
+	return n, unavailable("max history sequence", err)
+}

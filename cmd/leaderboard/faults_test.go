@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -279,8 +280,10 @@ func TestRedisOutage(t *testing.T) {
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	px := newProxy(t, "127.0.0.1:5432")
-	svc := env.start(map[string]string{"LEADERBOARD_POSTGRES_URL": fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", px.addr(), env.dbName)})
+	px := newProxy(t, testPostgresHost(t))
+	pgURL, _ := url.Parse(env.vars["LEADERBOARD_POSTGRES_URL"])
+	pgURL.Host = px.addr()
+	svc := env.start(map[string]string{"LEADERBOARD_POSTGRES_URL": pgURL.String()})
 	tok := mintToken(t, "pg")
 	px.setDown(true)
 	r := svc.submit(t, tok, `{"score": 5, "event_id": "pg-1"}`)

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,24 +17,31 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/openleaderboard/leaderboard/configs"
 	lbhttp "github.com/openleaderboard/leaderboard/http"
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
 )
 
-const (
-	testPostgres = "postgres://postgres@127.0.0.1:5432/%s?sslmode=disable"
-	testRedis    = "127.0.0.1:6379"
-	testSecret   = "component-test-secret-0123456789"
-)
+const testSecret = "component-test-secret-0123456789"
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// servers are the PostgreSQL and Redis the tests run against (LEADERBOARD_TEST_POSTGRES_URL,
+// LEADERBOARD_TEST_REDIS_ADDR; the local ones by default), shared with the storage tests.
+var servers = storagetest.FromEnv(os.Getenv)
+
+// testRedis is host:port of the test Redis, for proxies that stand in front of it.
+var testRedis = servers.RedisAddr
+
+// testPostgresHost is host:port of the test PostgreSQL.
+func testPostgresHost(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(servers.PostgresAdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }
 
 // testEnv is one isolated deployment: its own database, Redis prefix, broker data dir
@@ -51,10 +58,13 @@ type testEnv struct {
 
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dbName: "lbtest_" + randomHex(6), prefix: "lbtest-" + randomHex(6), kafkaDir: t.TempDir()}
+	e := &testEnv{t: t, kafkaDir: t.TempDir()}
+	var dbURL string
+	e.dbName, dbURL = servers.DatabaseURL(t)
+	e.rdb, e.prefix = servers.NewRedis(t)
 	e.vars = map[string]string{
 		"LEADERBOARD_HTTP_ADDR":           "127.0.0.1:" + freePort(t),
-		"LEADERBOARD_POSTGRES_URL":        fmt.Sprintf(testPostgres, e.dbName),
+		"LEADERBOARD_POSTGRES_URL":        dbURL,
 		"LEADERBOARD_REDIS_URL":           "redis://" + testRedis + "/0",
 		"LEADERBOARD_REDIS_PREFIX":        e.prefix,
 		"LEADERBOARD_KAFKA_BROKERS":       "embedded",
@@ -68,21 +78,9 @@ func newTestEnv(t *testing.T) *testEnv {
 		// slowed by a loaded CI machine far longer than the 5 s default to get there.
 		"LEADERBOARD_WAIT_TIMEOUT": "30s",
 	}
-	e.rdb = redis.NewClient(&redis.Options{Addr: testRedis})
-	t.Cleanup(func() {
-		ctx := context.Background()
+	t.Cleanup(func() { // runs before the database is dropped
 		if e.pool != nil {
 			e.pool.Close()
-		}
-		iter := e.rdb.Scan(ctx, 0, e.prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			e.rdb.Del(ctx, iter.Val())
-		}
-		e.rdb.Close()
-		conn, err := pgx.Connect(ctx, fmt.Sprintf(testPostgres, "postgres"))
-		if err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.dbName+" WITH (FORCE)")
-			conn.Close(ctx)
 		}
 	})
 	return e

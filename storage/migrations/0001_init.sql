@@ -1,3 +1,4 @@
+-- +goose Up
 -- Users known to the service, with the display name from their token.
 CREATE TABLE users (
     user_id    TEXT PRIMARY KEY,

@@ -1,3 +1,4 @@
+-- +goose Up
 -- Every administrative action: who, what, when, which ids.
 CREATE TABLE admin_audit (
     id         BIGSERIAL PRIMARY KEY,

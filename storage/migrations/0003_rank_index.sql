@@ -1,3 +1,4 @@
+-- +goose Up
 -- Rank order for reads from PostgreSQL while Redis is unavailable: higher score first,
 -- then the entry that reached it first, then user id descending (as the Redis member
 -- order). Keyed by the expression board_id || ':' || period so that the planner never

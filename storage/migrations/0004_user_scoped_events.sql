@@ -1,3 +1,4 @@
+-- +goose Up
 -- Event ids are scoped by user: one user's event_id never blocks another user's.
 -- Existing rows keep their values; only the keys change.
 ALTER TABLE score_requests DROP CONSTRAINT score_requests_pkey;

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/openleaderboard/leaderboard/handlers"
+	"github.com/openleaderboard/leaderboard/router"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// startProjector runs the projector role: the Kafka consumer group that applies score
+// events to PostgreSQL and Redis and publishes what changed. The returned func releases
+// what outlives the router (the lag collector's client).
+func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) (func(), error) {
+	wlog := router.NewLogger(d.logger)
+	sub, err := router.NewKafkaSubscriber(d.brokers, router.ProjectorGroup, wlog)
+	if err != nil {
+		return func() {}, err
+	}
+	pub, err := router.NewKafkaPublisher(d.brokers, wlog)
+	if err != nil {
+		return func() {}, err
+	}
+	changes := handlers.NewChangePublisher(pub, d.topics.Notifications, d.topics.UserUpdates, d.logger)
+	apply := handlers.NewApplyScore(storage.NewProjection(d.pool), d.boards, changes, handlers.ApplyScoreConfig{
+		Boards: d.cfg.Boards, Workers: d.cfg.ProjectorWorkers, MaxBatch: d.cfg.ProjectorBatch,
+	}, handlers.NewProjectorMetrics(d.reg), d.logger)
+	stuck := router.NewStuckPartitions(time.Now)
+	d.reg.MustRegister(stuck)
+	projector, err := router.NewProjectorRouter(sub, d.topics.Scores, apply.Handle, storage.NewDeadLetters(d.pool), stuck, d.reg, d.logger)
+	if err != nil {
+		return func() {}, err
+	}
+	lag, closeLag, err := router.NewConsumerLagCollector(d.brokers, router.ProjectorGroup, d.topics.Scores)
+	if err != nil {
+		return func() {}, err
+	}
+	d.reg.MustRegister(lag)
+	g.Go(func() error {
+		err := projector.Run(ctx)
+		apply.Close()   // the batches in flight finish
+		changes.Close() // their notifications go out
+		return errors.Join(err, pub.Close())
+	})
+	ready.routers = append(ready.routers, projector.IsRunning)
+	ready.checks = append(ready.checks, check{"projector", func() bool { return stuck.Longest() <= d.cfg.ProjectorStuckAfter }})
+	return func() { _ = closeLag() }, nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/openleaderboard/leaderboard/router"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// startRelay runs the relay role: the outbox forwarders to Kafka, and the maintenance of
+// the tables the pipeline churns.
+func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) error {
+	relay, err := router.NewRelay(d.db, storage.NewOutboxMaintenance(d.pool, d.schema), d.schema, router.RelayConfig{
+		Shards: d.cfg.OutboxShards, Brokers: d.brokers, PollInterval: d.cfg.RelayPollInterval,
+	}, d.reg, d.logger)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return relay.Run(ctx) })
+	maint := storage.NewTableMaintenance(d.pool, d.schema, d.cfg.OutboxShards, 15*time.Second, d.logger)
+	g.Go(func() error {
+		if err := maint.Run(ctx); err != nil && ctx.Err() == nil {
+			d.logger.Warn("table maintenance stopped", "err", err)
+		}
+		return nil
+	})
+	ready.routers = append(ready.routers, func() bool { return isClosed(relay.Running()) })
+	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	lbhttp "github.com/openleaderboard/leaderboard/http"
+	"github.com/openleaderboard/leaderboard/router"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// deps are the connections and names every role shares.
+type deps struct {
+	cfg     configs.Config
+	logger  *slog.Logger
+	pool    *pgxpool.Pool
+	db      *sql.DB // database/sql over pool, for watermill-sql
+	rdb     *redis.Client
+	boards  *storage.Boards
+	schema  storage.OutboxSchema
+	brokers []string
+	topics  router.Topics
+	reg     *prometheus.Registry
+}
+
+// serve runs the configured roles and, on ctx's end, shuts down in order: stop accepting
+// HTTP, drain in-flight requests and the outbox, stop the routers, then close publishers
+// and pools.
+func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
+	logger.Info("starting leaderboard", "config", cfg)
+	if cfg.UsesDevSecret() {
+		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only")
+	}
+	// The listen address first: a busy port fails before anything else starts.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
+	d, closeDeps, err := openDeps(ctx, cfg, logger)
+	defer closeDeps()
+	if err != nil {
+		return err
+	}
+	if cfg.PprofAddr != "" {
+		stop := servePprof(cfg.PprofAddr)
+		defer stop()
+		logger.Info("pprof listening", "addr", cfg.PprofAddr)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	ready := &readiness{pool: d.pool, boards: d.boards, brokers: d.brokers}
+	if cfg.Runs(configs.RoleRelay) {
+		if err := startRelay(gctx, g, d, ready); err != nil {
+			return err
+		}
+	}
+	if cfg.Runs(configs.RoleProjector) {
+		closeProjector, err := startProjector(gctx, g, d, ready)
+		defer closeProjector()
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.Runs(configs.RoleAPI) {
+		if err := startAPI(gctx, g, d, ready, ln); err != nil {
+			return err
+		}
+	} else {
+		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: ready.failing, Registry: d.reg})
+		serveHTTP(gctx, g, ln, ops, logger, nil)
+	}
+
+	err = g.Wait()
+	logger.Info("leaderboard stopped", "err", err)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// openDeps connects to PostgreSQL (migrating it), Redis and Kafka (starting the embedded
+// broker and creating the topics when asked). The returned func closes what was opened,
+// also after an error.
+func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (deps, func(), error) {
+	d := deps{cfg: cfg, logger: logger, schema: storage.NewOutboxSchema(), reg: prometheus.NewRegistry()}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	pool, err := storage.OpenPostgres(ctx, cfg.PostgresURL, int32(cfg.PostgresMaxConns))
+	if err != nil {
+		return d, closeAll, err
+	}
+	closers = append(closers, pool.Close)
+	if err := storage.Migrate(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
+		return d, closeAll, err
+	}
+	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
+	closers = append(closers, func() { _ = d.db.Close() })
+
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return d, closeAll, fmt.Errorf("redis url: %w", err)
+	}
+	ropts.PoolSize = cfg.RedisPoolSize
+	ropts.MaxRetries = 1
+	ropts.DialTimeout, ropts.ReadTimeout, ropts.WriteTimeout = cfg.RedisTimeout, cfg.RedisTimeout, cfg.RedisTimeout
+	d.rdb = redis.NewClient(ropts)
+	closers = append(closers, func() { _ = d.rdb.Close() })
+	d.boards = storage.NewBoards(d.rdb, cfg.RedisPrefix, cfg.TopN)
+
+	d.brokers = cfg.KafkaBrokers
+	if cfg.EmbeddedKafka {
+		_, portStr, _ := net.SplitHostPort(cfg.KafkaAddr)
+		port, _ := strconv.Atoi(portStr)
+		broker, err := router.StartEmbeddedKafka(cfg.KafkaDataDir, port)
+		if err != nil {
+			return d, closeAll, err
+		}
+		closers = append(closers, broker.Close)
+		d.brokers = broker.Addrs()
+		logger.Info("embedded kafka broker started", "addrs", d.brokers, "data_dir", cfg.KafkaDataDir)
+	}
+	d.topics = router.NewTopics(cfg.TopicPrefix, cfg.ScorePartitions)
+	if err := router.EnsureTopics(d.brokers, d.topics); err != nil {
+		return d, closeAll, err
+	}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerStoreMetrics(d.reg, d.pool, d.rdb)
+	return d, closeAll, nil
+}
+
+func servePprof(addr string) (stop func()) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.ListenAndServe() }()
+	return func() { _ = srv.Close() }
+}
+
+// maxHeaderBytes bounds a request's headers (a bearer token is well under 2 KiB).
+const maxHeaderBytes = 16 << 10
+
+// serveHTTP serves h on ln until ctx ends; then it runs beforeShutdown (ending long-lived
+// streams), drains in-flight requests and runs afterShutdown.
+func serveHTTP(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, logger *slog.Logger, beforeShutdown func(), afterShutdown ...func()) {
+	// No WriteTimeout: it would end healthy realtime streams; each stream write has its
+	// own deadline instead.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes}
+	if beforeShutdown != nil {
+		srv.RegisterOnShutdown(beforeShutdown)
+	}
+	logger.Info("http listening", "addr", ln.Addr().String())
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		for _, f := range afterShutdown {
+			f()
+		}
+		return err
+	})
+}

@@ -1,0 +1,155 @@
+package http
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// CommandLog makes accepted commands durable (the SQL outbox).
+type CommandLog interface {
+	Accept(ctx context.Context, cmd storage.Command) (storage.AcceptOutcome, error)
+}
+
+// RequestLog tells a request seen before apart (Duplicate or Conflict; ErrNotFound when
+// new) and whether an accepted event was applied.
+type RequestLog interface {
+	Check(ctx context.Context, userID, eventID string, hash []byte) (storage.AcceptOutcome, error)
+	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
+}
+
+// Errors of a submission, mapped to answers by the handler.
+var (
+	// errEventIDConflict: the user's event id was accepted before with another body.
+	errEventIDConflict = errors.New("event_id was already used with a different body")
+	// errValueOutOfRange: the value is outside the board's bounds.
+	errValueOutOfRange = errors.New("value outside the board's bounds")
+)
+
+// submission is the use case "write a value to a board": it applies the board's rules,
+// answers a value that changes nothing at once from Redis, and otherwise makes the command
+// durable. Idempotency is decided by the request log, here and in the outbox alike.
+type submission struct {
+	boards   BoardReader
+	commands CommandLog
+	requests RequestLog
+	now      func() time.Time
+}
+
+// submit is one write: who, where, what, and whether the client chose the event id.
+type submit struct {
+	Board         configs.Board
+	UserID        string
+	NickName      string
+	EventID       string
+	ClientEventID bool
+	Value         int64
+	CorrelationID string
+}
+
+// submitted says what became of a write: Outcome is Accepted or Duplicate, or 0 with
+// Unchanged set and the user's current entry.
+type submitted struct {
+	Outcome   storage.AcceptOutcome
+	Unchanged bool
+	Entry     storage.Entry
+	Period    string
+}
+
+// Submit decides a write. Its errors are errEventIDConflict, errValueOutOfRange, or a
+// dependency's (wrapping storage.ErrUnavailable).
+func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
+	if !w.Board.InBounds(w.Value) {
+		return submitted{}, errValueOutOfRange
+	}
+	at := s.now().UTC()
+	period := w.Board.PeriodAt(at)
+	hash := bodyHash(w.Board.ID, period, w.UserID, w.Value)
+
+	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
+	// cannot answer, the command is accepted and the projector decides.
+	if cur, err := s.boards.User(ctx, w.Board.ID, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
+		if !w.ClientEventID {
+			return submitted{Unchanged: true, Entry: cur, Period: period}, nil
+		}
+		// A retry of an accepted write must be answered as the first time.
+		seen, err := s.requests.Check(ctx, w.UserID, w.EventID, hash)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return submitted{Unchanged: true, Entry: cur, Period: period}, nil
+		case err != nil:
+			return submitted{}, err
+		}
+		return s.outcome(seen, period)
+	}
+
+	cmd := messages.ScoreSubmitted{
+		EventID: w.EventID, Board: w.Board.ID, Period: period, UserID: w.UserID,
+		NickName: w.NickName, Value: w.Value, OccurredAt: at,
+	}
+	msg, err := commandMessage(cmd, w.CorrelationID)
+	if err != nil {
+		return submitted{}, err
+	}
+	seen, err := s.commands.Accept(ctx, storage.Command{EventID: w.EventID, UserID: w.UserID, Board: w.Board.ID, BodyHash: hash, Msg: msg})
+	if err != nil {
+		return submitted{}, err
+	}
+	return s.outcome(seen, period)
+}
+
+func (s submission) outcome(seen storage.AcceptOutcome, period string) (submitted, error) {
+	if seen == storage.Conflict {
+		return submitted{}, errEventIDConflict
+	}
+	return submitted{Outcome: seen, Period: period}, nil
+}
+
+// WaitApplied polls until the projection applied the event and Redis shows it (an entry
+// at least as good as value: PostgreSQL is written before Redis), or ctx ends.
+func (s submission) WaitApplied(ctx context.Context, w submit, period string) (storage.Entry, bool) {
+	delay := 5 * time.Millisecond
+	for {
+		if ok, err := s.requests.IsApplied(ctx, w.UserID, w.EventID); err == nil && ok {
+			if cur, err := s.boards.User(ctx, w.Board.ID, period, w.UserID); err == nil && !w.Board.Better(w.Value, cur.Score) {
+				return cur, true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return storage.Entry{}, false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// bodyHash is what makes two writes with one event id the same request.
+func bodyHash(board, period, user string, value int64) []byte {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d", board, period, user, value))
+	return h[:]
+}
+
+// commandMessage is the outbox message of a command: UUID = event id, JSON payload, and
+// the metadata the relay and projector use.
+func commandMessage(cmd messages.ScoreSubmitted, correlationID string) (*message.Message, error) {
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("marshal command: %w", err)
+	}
+	msg := message.NewMessage(cmd.EventID, body)
+	msg.Metadata.Set(messages.MetaEventID, cmd.EventID)
+	msg.Metadata.Set(messages.MetaPartitionKey, cmd.UserID)
+	middleware.SetCorrelationID(correlationID, msg)
+	return msg, nil
+}

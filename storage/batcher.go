@@ -1,0 +1,114 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrBatcherClosed is returned by Batcher.Do once Close has been called.
+var ErrBatcherClosed = errors.New("batcher closed")
+
+// Result is one item's outcome in a batch.
+type Result[R any] struct {
+	Value R
+	Err   error
+}
+
+// Batcher gathers concurrent calls into batches: each worker takes the first waiting
+// item, adds whatever else is queued (up to maxBatch), and hands the batch to handle,
+// whose results go back to the callers in order. Under load batches grow; an idle caller
+// is served at once (group commit).
+type Batcher[T, R any] struct {
+	queue    chan pending[T, R]
+	maxBatch int
+	handle   func([]T) []Result[R]
+
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type pending[T, R any] struct {
+	item  T
+	reply chan Result[R]
+}
+
+// NewBatcher starts workers goroutines. handle must return one result per item and must
+// not keep the slice it is given (it is reused).
+func NewBatcher[T, R any](workers, maxBatch int, handle func([]T) []Result[R]) *Batcher[T, R] {
+	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle}
+	for range workers {
+		b.wg.Add(1)
+		go b.work()
+	}
+	return b
+}
+
+// Do queues item and waits for its result. It returns ctx's error if ctx ends first (the
+// item may still be handled) and ErrBatcherClosed after Close.
+func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
+	var zero R
+	p := pending[T, R]{item: item, reply: make(chan Result[R], 1)}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return zero, ErrBatcherClosed
+	}
+	select {
+	case b.queue <- p:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-p.reply:
+		return r.Value, r.Err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// Close stops accepting items, handles what is queued and waits for the workers.
+func (b *Batcher[T, R]) Close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.queue)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *Batcher[T, R]) work() {
+	defer b.wg.Done()
+	batch := make([]pending[T, R], 0, b.maxBatch)
+	items := make([]T, 0, b.maxBatch)
+	for first := range b.queue {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < b.maxBatch {
+			select {
+			case p, ok := <-b.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		items = items[:0]
+		for _, p := range batch {
+			items = append(items, p.item)
+		}
+		results := b.handle(items)
+		for i, p := range batch {
+			p.reply <- results[i]
+		}
+	}
+}
+
+// Queued returns how many items wait for a worker.
+func (b *Batcher[T, R]) Queued() int { return len(b.queue) }

@@ -1,0 +1,165 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// AcceptOutcome says what became of a command: the request log decides it, once, from the
+// user's event id and the hash of the body it came with.
+type AcceptOutcome int
+
+const (
+	// Accepted: the command is durable in PostgreSQL and will be applied.
+	Accepted AcceptOutcome = iota + 1
+	// Duplicate: the same event id with the same body was accepted before.
+	Duplicate
+	// Conflict: the event id was accepted before with a different body.
+	Conflict
+)
+
+// String names the outcome (for logs and metrics).
+func (o AcceptOutcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// metaPartitionKey is the metadata key of the Kafka partition key (messages.MetaPartitionKey):
+// the user id of a command.
+const metaPartitionKey = "partition_key"
+
+// requestKey identifies an accepted command: event ids are scoped by user.
+type requestKey struct{ user, event string }
+
+// seenBefore is the idempotency rule: a request seen before is a Duplicate when its body
+// hash is the one recorded, a Conflict otherwise.
+func seenBefore(recorded, hash []byte) AcceptOutcome {
+	if bytes.Equal(recorded, hash) {
+		return Duplicate
+	}
+	return Conflict
+}
+
+// recordRequests records the commands' (user, event id) in score_requests within tx. The
+// first command of each new key is Accepted; every other one is answered by seenBefore
+// from what is recorded (by this batch or earlier).
+func recordRequests(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
+	ids, hashes, users, boards := make([]string, len(cmds)), make([][]byte, len(cmds)), make([]string, len(cmds)), make([]string, len(cmds))
+	for i, c := range cmds {
+		ids[i], hashes[i], users[i], boards[i] = c.EventID, c.BodyHash, c.UserID, c.Board
+	}
+	rows, err := tx.QueryContext(ctx, `
+		INSERT INTO score_requests (event_id, body_hash, user_id, board_id)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[])
+		ON CONFLICT (user_id, event_id) DO NOTHING
+		RETURNING user_id, event_id`, ids, hashes, users, boards)
+	if err != nil {
+		return nil, unavailable("outbox: record requests", err)
+	}
+	inserted := map[requestKey]bool{}
+	for rows.Next() {
+		var k requestKey
+		if err := rows.Scan(&k.user, &k.event); err != nil {
+			rows.Close()
+			return nil, unavailable("outbox: scan", err)
+		}
+		inserted[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("outbox: record requests", err)
+	}
+
+	outcomes := make([]AcceptOutcome, len(cmds))
+	recorded := map[requestKey][]byte{}
+	var known []requestKey
+	for i, c := range cmds {
+		k := requestKey{c.UserID, c.EventID}
+		if _, ok := recorded[k]; inserted[k] && !ok { // the first of this key in the batch wins
+			recorded[k] = c.BodyHash
+			outcomes[i] = Accepted
+			continue
+		}
+		known = append(known, k)
+	}
+	if len(known) > 0 {
+		stored, err := recordedHashes(ctx, tx, known)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range recorded {
+			stored[k] = v
+		}
+		for i, c := range cmds {
+			if outcomes[i] == 0 {
+				outcomes[i] = seenBefore(stored[requestKey{c.UserID, c.EventID}], c.BodyHash)
+			}
+		}
+	}
+	return outcomes, nil
+}
+
+func recordedHashes(ctx context.Context, tx *sql.Tx, keys []requestKey) (map[requestKey][]byte, error) {
+	users, events := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], events[i] = k.user, k.event
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT r.user_id, r.event_id, r.body_hash FROM score_requests r
+		JOIN unnest($1::text[], $2::text[]) AS k(u, e) ON r.user_id = k.u AND r.event_id = k.e`, users, events)
+	if err != nil {
+		return nil, unavailable("outbox: look up requests", err)
+	}
+	defer rows.Close()
+	out := map[requestKey][]byte{}
+	for rows.Next() {
+		var k requestKey
+		var h []byte
+		if err := rows.Scan(&k.user, &k.event, &h); err != nil {
+			return nil, unavailable("outbox: scan request", err)
+		}
+		out[k] = h
+	}
+	return out, unavailable("outbox: look up requests", rows.Err())
+}
+
+// RequestLog answers what the API needs to know of accepted commands outside the outbox's
+// transaction: whether a request was seen before, and whether it was applied.
+type RequestLog struct {
+	pool *pgxpool.Pool
+}
+
+// NewRequestLog returns the request log in PostgreSQL.
+func NewRequestLog(pool *pgxpool.Pool) *RequestLog { return &RequestLog{pool: pool} }
+
+// Check tells a request seen before apart: Duplicate (same body hash) or Conflict
+// (another one); ErrNotFound when the user never sent this event id.
+func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []byte) (AcceptOutcome, error) {
+	var recorded []byte
+	err := r.pool.QueryRow(ctx, `SELECT body_hash FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, unavailable("look up request", err)
+	}
+	return seenBefore(recorded, hash), nil
+}
+
+// IsApplied reports whether a user's event has been applied to PostgreSQL.
+func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
+	var ok bool
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2)`, userID, eventID).Scan(&ok)
+	return ok, unavailable("is applied", err)
+}
