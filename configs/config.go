@@ -90,8 +90,10 @@ type Config struct {
 	// batches may be in flight at once.
 	ProjectorBatch   int
 	ProjectorWorkers int
-	// RelayPollInterval is how long an idle relay waits before asking PostgreSQL again.
-	RelayPollInterval time.Duration
+	// RelayPollInterval is how long an idle relay waits before asking PostgreSQL again;
+	// OutboxPruneInterval is how often it deletes forwarded and applied outbox rows.
+	RelayPollInterval   time.Duration
+	OutboxPruneInterval time.Duration
 }
 
 // Board returns the board with the given id.
@@ -207,6 +209,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
+	c.OutboxPruneInterval = durationVar("LEADERBOARD_OUTBOX_PRUNE_INTERVAL", 5*time.Second, 100*time.Millisecond, 24*time.Hour)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
 	loc, err := time.LoadLocation(tz)

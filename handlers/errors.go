@@ -1,4 +1,3 @@
-// Package handlers holds the pipeline's reactions to messages, one file each.
 package handlers
 
 import "errors"

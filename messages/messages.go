@@ -12,8 +12,6 @@ const (
 	MetaPartitionKey = "partition_key"
 	// MetaCorrelationID follows a request from HTTP through the outbox and Kafka.
 	MetaCorrelationID = "correlation_id"
-	// MetaAcceptedAt is the RFC 3339 (nanosecond) time the API accepted the command.
-	MetaAcceptedAt = "accepted_at"
 )
 
 // ScoreSubmitted is the command the API publishes once a score is accepted: apply

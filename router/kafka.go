@@ -1,6 +1,3 @@
-// Package router wires the Watermill routers of the pipeline: the relay (SQL outbox to
-// Kafka) and the projector (Kafka to PostgreSQL and Redis), with their publishers,
-// subscribers and middleware. It holds no business rules.
 package router
 
 import (

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 )
 
 // DeadLetter is one stored poisoned message.
@@ -171,6 +171,12 @@ func (a *DeadLetterAdmin) RequeueMatching(ctx context.Context, f DeadLetterFilte
 	return ids, err
 }
 
+// poisonKeys are the metadata the poison queue added; a requeued message goes without them.
+var poisonKeys = map[string]bool{
+	middleware.ReasonForPoisonedKey: true, middleware.PoisonedTopicKey: true,
+	middleware.PoisonedHandlerKey: true, middleware.PoisonedSubscriberKey: true,
+}
+
 // requeue inserts the letters into the outbox (to their original topics) and deletes them.
 func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []DeadLetter) error {
 	pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: a.schema.Messages}, watermill.NopLogger{})
@@ -181,7 +187,7 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 	for i, l := range letters {
 		msg := message.NewMessage(l.UUID, l.Payload)
 		for k, v := range l.Metadata {
-			if !strings.HasSuffix(k, "_poisoned") {
+			if !poisonKeys[k] {
 				msg.Metadata.Set(k, v)
 			}
 		}

@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
@@ -314,13 +315,15 @@ func TestOutboxAcceptAfterCloseIsUnavailable(t *testing.T) {
 	}
 }
 
-// Close racing with Accepts: every Accept either commits (and its row is there) or is
-// refused as unavailable; none is lost or left hanging.
+// Close commits what is queued: commands waiting behind a shard's transaction when Close is
+// called are all committed (none lost or left hanging), and a command after Close is
+// refused as unavailable.
 func TestOutboxCloseCommitsWhatIsQueued(t *testing.T) {
 	t.Parallel()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
-	const n = 100
+	release := f.blockShard(ctx, "erin")
+	const n = 20
 	errs := make([]error, n)
 	outcomes := make([]storage.AcceptOutcome, n)
 	var wg sync.WaitGroup
@@ -328,27 +331,63 @@ func TestOutboxCloseCommitsWhatIsQueued(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[i], errs[i] = f.outbox.Accept(ctx, command(fmt.Sprintf("ev-%d", i), fmt.Sprintf("u%d", i%7), "b"))
+			outcomes[i], errs[i] = f.outbox.Accept(ctx, command(fmt.Sprintf("ev-%d", i), "erin", "b"))
 		}()
-		if i == n/2 {
-			wg.Add(1)
-			go func() { defer wg.Done(); f.outbox.Close() }()
-		}
 	}
+	for f.outbox.Queued() < n {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { f.outbox.Close(); close(closed) }()
+	release()
 	wg.Wait()
-	accepted := 0
+	<-closed
 	for i := range n {
-		switch {
-		case errs[i] == nil && outcomes[i] == storage.Accepted:
-			accepted++
-		case errors.Is(errs[i], storage.ErrUnavailable):
-		default:
-			t.Errorf("Accept %d = %v, %v", i, outcomes[i], errs[i])
+		if errs[i] != nil || outcomes[i] != storage.Accepted {
+			t.Errorf("queued Accept %d = %v, %v; want Accepted", i, outcomes[i], errs[i])
 		}
 	}
-	rows := len(outboxRows(t, f.pool, 0)) + len(outboxRows(t, f.pool, 1))
-	if rows != accepted {
-		t.Errorf("%d commands accepted, %d outbox rows", accepted, rows)
+	if rows := len(outboxRows(t, f.pool, storage.ShardOf("erin", testShards))); rows != n+1 {
+		t.Errorf("%d outbox rows, want %d (the blocker and the queued commands)", rows, n+1)
+	}
+	if _, err := f.outbox.Accept(ctx, command("ev-late", "erin", "b")); !errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("Accept after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// blockShard holds a row lock that the next transaction of user's shard needs, sends one
+// command of user into it, and returns once that transaction waits on the lock; the
+// returned func lets it go.
+func (f *outboxFixture) blockShard(ctx context.Context, user string) (release func()) {
+	f.t.Helper()
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO score_requests (event_id, body_hash, user_id, board_id) VALUES ('blocker', '\x00', $1, 'global')`, user); err != nil {
+		f.t.Fatal(err)
+	}
+	blocker := make(chan error, 1)
+	go func() {
+		_, err := f.outbox.Accept(ctx, command("blocker", user, "x"))
+		blocker <- err
+	}()
+	for count(f.t, f.pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		select {
+		case err := <-blocker:
+			f.t.Fatalf("the blocking Accept returned early: %v", err)
+		case <-ctx.Done():
+			f.t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := <-blocker; err != nil {
+			f.t.Fatalf("blocker: %v", err)
+		}
 	}
 }
 
@@ -360,35 +399,7 @@ func TestOutboxSameEventIDInOneBatch(t *testing.T) {
 	t.Parallel()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
-	tx, err := f.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `INSERT INTO score_requests (event_id, body_hash, user_id, board_id) VALUES ('blocker', '\x00', 'erin', 'global')`); err != nil {
-		t.Fatal(err)
-	}
-	blocker := make(chan error, 1)
-	go func() {
-		out, err := f.outbox.Accept(ctx, command("blocker", "erin", "x"))
-		if err == nil && out != storage.Accepted {
-			err = fmt.Errorf("outcome %v", out)
-		}
-		blocker <- err
-	}()
-	// Wait until the shard's transaction is blocked on our row.
-	for {
-		if n := count(t, f.pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n > 0 {
-			break
-		}
-		select {
-		case err := <-blocker:
-			t.Fatalf("the blocking Accept returned early: %v", err)
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	release := f.blockShard(ctx, "erin")
 
 	const n = 12
 	outcomes := make([]storage.AcceptOutcome, n)
@@ -405,14 +416,15 @@ func TestOutboxSameEventIDInOneBatch(t *testing.T) {
 			outcomes[i], errs[i] = f.outbox.Accept(ctx, command("ev-batch", "erin", body))
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // let them queue behind the blocked transaction
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
+	for f.outbox.Queued() < n { // all of them wait behind the blocked transaction
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
 	}
+	release()
 	wg.Wait()
-	if err := <-blocker; err != nil {
-		t.Fatalf("blocker: %v", err)
-	}
 	var stored []byte
 	if err := f.pool.QueryRow(ctx, `SELECT body_hash FROM score_requests WHERE event_id = 'ev-batch'`).Scan(&stored); err != nil {
 		t.Fatal(err)

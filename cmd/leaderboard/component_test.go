@@ -23,7 +23,7 @@ func TestSubmitAndRead(t *testing.T) {
 	alice, bob, carol := mintToken(t, "alice"), mintToken(t, "bob"), mintToken(t, "carol")
 
 	r := svc.submit(t, alice, `{"score": 500}`)
-	if r.status != http.StatusAccepted || r.body["status"] != "accepted" || r.body["event_id"] == "" {
+	if r.status != http.StatusAccepted || r.body["status"] != "accepted" || !hasText(r.body["event_id"]) {
 		t.Fatalf("submit: %d %s", r.status, r.raw)
 	}
 	r = svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, `{"score": 700, "event_id": "bob-1"}`)
@@ -53,7 +53,7 @@ func TestSubmitAndRead(t *testing.T) {
 	})
 
 	r = svc.do(t, http.MethodGet, "/v1/leaderboard/users/carol", alice, "")
-	if r.status != 200 || num(r.body["rank"]) != 2 || num(r.body["score"]) != 600 || r.body["updated_at"] == "" {
+	if r.status != 200 || num(r.body["rank"]) != 2 || num(r.body["score"]) != 600 || !hasText(r.body["updated_at"]) {
 		t.Fatalf("user carol: %d %s", r.status, r.raw)
 	}
 	r = svc.do(t, http.MethodGet, "/v1/leaderboard/me", alice, "")
@@ -182,7 +182,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := svc.submit(t, c.tok, c.body)
-		if r.status != c.status || r.body["error_code"] != c.code || r.body["message"] == "" {
+		if r.status != c.status || r.body["error_code"] != c.code || !hasText(r.body["message"]) {
 			t.Errorf("%s: got %d %s, want %d %s", c.name, r.status, r.raw, c.status, c.code)
 		}
 	}

@@ -162,7 +162,8 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	broker := "127.0.0.1:" + freePort(t)
-	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	// No pruning during the test: every outbox row must be there to be replayed.
+	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_OUTBOX_PRUNE_INTERVAL": "1h"})
 	for i, u := range []string{"r1", "r2", "r3"} {
 		body := fmt.Sprintf(`{"score": %d, "event_id": "ev-%s"}`, 100*(i+1), u)
 		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, u), body); r.status != 200 {
@@ -171,8 +172,10 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	}
 	state := func() string {
 		var s string
-		_ = env.db().QueryRow(context.Background(),
-			`SELECT string_agg(user_id || ':' || score || ':' || version, ',' ORDER BY user_id) FROM board_entries WHERE user_id <> 'marker'`).Scan(&s)
+		if err := env.db().QueryRow(context.Background(),
+			`SELECT string_agg(user_id || ':' || score || ':' || version, ',' ORDER BY user_id) FROM board_entries WHERE user_id <> 'marker'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
 		return s
 	}
 	before := state()
@@ -194,8 +197,8 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 		return ""
 	})
 
-	// Replay the whole outbox: move every forwarder back to the start. Rows the relay
-	// already pruned are not replayed; each remaining one must come back as a redelivery.
+	// Replay the whole outbox: move every forwarder back to the start. Each of the three
+	// rows must come back to the projector as a redelivery.
 	const redelivered = `leaderboard_projector_events_total{result="redelivered"}`
 	redeliveredBefore := scrape(t, svc)[redelivered]
 	replayed := 0
@@ -205,6 +208,9 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 			`UPDATE "watermill_offsets_score_commands_%d" SET offset_acked = 0, last_processed_transaction_id = '0'`, shard)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if replayed != 3 {
+		t.Fatalf("%d outbox rows to replay, want the 3 commands", replayed)
 	}
 	// A marker submitted after the replay goes through the pipeline too.
 	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, "marker"), `{"score": 1}`); r.status != 200 {

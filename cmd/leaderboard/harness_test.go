@@ -292,6 +292,13 @@ func eventually(t *testing.T, timeout time.Duration, check func() string) {
 	t.Fatalf("condition not met after %v: %s", timeout, last)
 }
 
+// hasText reports whether a decoded JSON field is a non-empty string (a missing field is
+// nil, which an == "" check would let pass).
+func hasText(v any) bool {
+	s, ok := v.(string)
+	return ok && s != ""
+}
+
 func num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)

@@ -14,7 +14,7 @@ import (
 // the tables the pipeline churns.
 func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) error {
 	relay, err := router.NewRelay(d.db, storage.NewOutboxMaintenance(d.pool, d.schema), d.schema, router.RelayConfig{
-		Shards: d.cfg.OutboxShards, Brokers: d.brokers, PollInterval: d.cfg.RelayPollInterval,
+		Shards: d.cfg.OutboxShards, Brokers: d.brokers, PollInterval: d.cfg.RelayPollInterval, PruneInterval: d.cfg.OutboxPruneInterval,
 	}, d.reg, d.logger)
 	if err != nil {
 		return err

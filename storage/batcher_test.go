@@ -1,0 +1,110 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// TestBatcherGathersWaitingCalls: calls made while the worker is busy form one batch, in
+// order, and each caller gets its own result; after Close the queued calls are still
+// handled and new ones are refused.
+func TestBatcherGathersWaitingCalls(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]int
+	b := storage.NewBatcher(1, 100, func(items []int) []storage.Result[string] {
+		mu.Lock()
+		batches = append(batches, append([]int(nil), items...))
+		first := len(batches) == 1
+		mu.Unlock()
+		if first {
+			close(entered)
+			<-release
+		}
+		out := make([]storage.Result[string], len(items))
+		for i, v := range items {
+			if v < 0 {
+				out[i].Err = fmt.Errorf("negative %d", v)
+			} else {
+				out[i].Value = fmt.Sprint("item-", v)
+			}
+		}
+		return out
+	})
+	ctx := context.Background()
+	first := make(chan string, 1)
+	go func() { v, _ := b.Do(ctx, 0); first <- v }()
+	<-entered
+
+	const n = 10
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := i
+			if i == 5 {
+				v = -5
+			}
+			got[i-1], errs[i-1] = b.Do(ctx, v)
+		}()
+	}
+	for b.Queued() < n {
+		runtimeGosched()
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	close(release)
+	wg.Wait()
+	<-closed
+	if v := <-first; v != "item-0" {
+		t.Fatalf("first call got %q", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || len(batches[1]) != n {
+		t.Fatalf("batches %v, want [0] then the %d waiting calls together", batches, n)
+	}
+	for i := 1; i <= n; i++ {
+		switch {
+		case i == 5 && (errs[i-1] == nil || got[i-1] != ""):
+			t.Errorf("call 5: %q, %v; want its own error", got[i-1], errs[i-1])
+		case i != 5 && (errs[i-1] != nil || got[i-1] != fmt.Sprint("item-", i)):
+			t.Errorf("call %d: %q, %v", i, got[i-1], errs[i-1])
+		}
+	}
+	if _, err := b.Do(ctx, 1); !errors.Is(err, storage.ErrBatcherClosed) {
+		t.Fatalf("Do after Close: %v, want ErrBatcherClosed", err)
+	}
+}
+
+// TestBatcherRespectsTheCallersContext: a caller whose context ends stops waiting.
+func TestBatcherRespectsTheCallersContext(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := storage.NewBatcher(1, 10, func(items []int) []storage.Result[int] {
+		<-release
+		return make([]storage.Result[int], len(items))
+	})
+	defer b.Close()
+	defer close(release)
+	go func() { _, _ = b.Do(context.Background(), 1) }() // occupies the worker
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := b.Do(ctx, 2); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do with a cancelled context: %v", err)
+	}
+}
+
+func runtimeGosched() { runtime.Gosched() }
