@@ -23,30 +23,49 @@ const (
 	OrderAsc  = "asc"  // lower is better (lap times)
 )
 
-// Period kinds.
-const (
-	PeriodAllTime = "all_time"
-)
-
-// Board describes one leaderboard: how values combine, which are better, and which bounds
-// apply.
+// Board describes one leaderboard: how values combine, which are better, which period an
+// event counts for, and which values and callers it takes.
 type Board struct {
 	ID       string
 	Operator string // best, incr or set
 	Order    string // desc or asc
-	Period   string // all_time
+	Period   string // all_time, daily, weekly, season or match
 	MinValue int64
 	MaxValue int64
+	// MaxDelta bounds one increment of an incr board.
+	MaxDelta int64
+	// ServerOnly boards refuse player tokens.
+	ServerOnly bool
+	// ActionCooldown is how long an increment with an action_id locks that action for its
+	// user (0: no cooldown).
+	ActionCooldown time.Duration
+	// Match is the match id of a match board instance (match:{id}); empty otherwise.
+	Match string
 }
 
-// MaxExactScore is the largest integer a Redis sorted-set score (a double) holds exactly.
+// MaxExactScore is the largest integer a Redis sorted-set score (a double) holds exactly;
+// values stay within ±MaxExactScore.
 const MaxExactScore = 1<<53 - 1
 
-// DefaultBoards is the shipped board configuration of this version.
+// DefaultBoards is the shipped board configuration (API.md, Boards).
 func DefaultBoards() []Board {
 	return []Board{
 		{ID: "global", Operator: OpBest, Order: OrderDesc, Period: PeriodAllTime, MinValue: 0, MaxValue: MaxExactScore},
+		{ID: "points", Operator: OpIncr, Order: OrderDesc, Period: PeriodAllTime, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000},
+		{ID: "daily", Operator: OpIncr, Order: OrderDesc, Period: PeriodDaily, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
+		{ID: "season", Operator: OpIncr, Order: OrderDesc, Period: PeriodSeason, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
+		{ID: "match", Operator: OpIncr, Order: OrderDesc, Period: PeriodMatch, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
+		{ID: "fastest", Operator: OpBest, Order: OrderAsc, Period: PeriodWeekly, MinValue: 1, MaxValue: MaxExactScore},
 	}
+}
+
+// Key is the id under which the board's entries are stored: its id, or match:{id} for a
+// match board instance.
+func (b Board) Key() string {
+	if b.Match != "" {
+		return b.ID + ":" + b.Match
+	}
+	return b.ID
 }
 
 // Desc reports whether higher values rank first.
@@ -60,17 +79,24 @@ func (b Board) Better(a, c int64) bool {
 	return a < c
 }
 
-// InBounds reports whether a submitted value is within the board's bounds.
-func (b Board) InBounds(v int64) bool { return v >= b.MinValue && v <= b.MaxValue }
-
-// ValidPeriod reports whether p names a period of the board: "all_time" for all-time
-// boards.
-func (b Board) ValidPeriod(p string) bool {
-	return b.Period == PeriodAllTime && p == PeriodAllTime
+// InBounds reports whether a submitted value is within the board's bounds: for an incr
+// board a positive delta of at most MaxDelta, for the others a value in [MinValue,
+// MaxValue].
+func (b Board) InBounds(v int64) bool {
+	if b.Operator == OpIncr {
+		return v > 0 && v <= b.MaxDelta
+	}
+	return v >= b.MinValue && v <= b.MaxValue
 }
 
-// PeriodAt is the period an event accepted at t counts for.
-func (b Board) PeriodAt(time.Time) string { return PeriodAllTime }
+// SortKey is the value by which an entry ranks: higher first. It is the value on desc
+// boards and its negation on asc ones, so stores order every board the same way.
+func (b Board) SortKey(v int64) int64 {
+	if b.Desc() {
+		return v
+	}
+	return -v
+}
 
 // Unchanged reports whether submitting v leaves an entry holding cur as it is, so the API
 // can answer at once without publishing anything: only a best score that does not beat the
@@ -151,4 +177,14 @@ func (b Board) RanksAbove(a, c Ranked) bool {
 		return ar < cr
 	}
 	return a.UserID > c.UserID
+}
+
+// Reflects reports whether an entry holding value, last changed at updatedAt, shows an
+// applied event of value v accepted at `at` (stores keep times to the microsecond): a best
+// entry at least as good as v, or an incr or set entry changed at or after `at`.
+func (b Board) Reflects(value int64, updatedAt time.Time, v int64, at time.Time) bool {
+	if b.Operator == OpBest {
+		return !b.Better(v, value)
+	}
+	return !updatedAt.Before(at.Truncate(time.Microsecond))
 }

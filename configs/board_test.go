@@ -89,21 +89,23 @@ func TestBoardUnchanged(t *testing.T) {
 	}
 }
 
-func TestBoardBoundsAndPeriods(t *testing.T) {
+func TestBoardBounds(t *testing.T) {
 	t.Parallel()
-	b := configs.DefaultBoards()[0]
+	global := configs.DefaultBoards()[0]
 	for v, want := range map[int64]bool{-1: false, 0: true, configs.MaxExactScore: true, configs.MaxExactScore + 1: false} {
-		if b.InBounds(v) != want {
+		if global.InBounds(v) != want {
 			t.Errorf("global.InBounds(%d) = %v", v, !want)
 		}
 	}
-	for p, want := range map[string]bool{"all_time": true, "": false, "all\x00time": false, "2026-01-01": false} {
-		if b.ValidPeriod(p) != want {
-			t.Errorf("global.ValidPeriod(%q) = %v", p, !want)
+	incr := configs.Board{Operator: configs.OpIncr, MinValue: 0, MaxValue: 1000, MaxDelta: 10}
+	for v, want := range map[int64]bool{-1: false, 0: false, 1: true, 10: true, 11: false} {
+		if incr.InBounds(v) != want {
+			t.Errorf("incr (max_delta 10).InBounds(%d) = %v: a delta is positive and at most max_delta", v, !want)
 		}
 	}
-	if p := b.PeriodAt(sec(0)); p != "all_time" {
-		t.Errorf("global.PeriodAt = %q", p)
+	asc := configs.Board{Operator: configs.OpBest, Order: configs.OrderAsc}
+	if asc.SortKey(5) != -5 || global.SortKey(5) != 5 {
+		t.Errorf("SortKey: asc %d, desc %d", asc.SortKey(5), global.SortKey(5))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,15 @@ type Config struct {
 	// ProjectorStuckAfter is how long a partition may keep failing on one message (with
 	// transient errors) before /readyz reports the projector.
 	ProjectorStuckAfter time.Duration
-	Boards              []Board
+	// Boards are the board definitions (LEADERBOARD_BOARDS_FILE, or the shipped ones).
+	Boards []Board
+	// PastPeriodsInRedis is how many past periods of a daily, weekly or season board stay
+	// in Redis besides the current one; older ones are read from PostgreSQL.
+	PastPeriodsInRedis int
+	// SeasonIdleTTL and MatchIdleTTL: Redis keeps a season or match board's keys this long
+	// after its last write, then drops them (they are reloaded from PostgreSQL on demand).
+	SeasonIdleTTL time.Duration
+	MatchIdleTTL  time.Duration
 
 	// Tunables an operator may need on a bigger (or smaller) machine.
 
@@ -97,7 +106,30 @@ type Config struct {
 }
 
 // Board returns the board with the given id.
+//
+// "match:{match_id}" names an instance of the match board (the board with period match),
+// when the match id is valid.
 func (c Config) Board(id string) (Board, bool) {
+	if def, match, ok := strings.Cut(id, ":"); ok {
+		for _, b := range c.Boards {
+			if b.ID == def && b.Period == PeriodMatch && ValidMatchID(match) {
+				b.Match = match
+				return b, true
+			}
+		}
+		return Board{}, false
+	}
+	for _, b := range c.Boards {
+		if b.ID == id && b.Period != PeriodMatch {
+			return b, true
+		}
+	}
+	return Board{}, false
+}
+
+// Definition returns the definition of a board id as written in the boards file (match
+// boards by their own id, "match"), for listings and metric labels.
+func (c Config) Definition(id string) (Board, bool) {
 	for _, b := range c.Boards {
 		if b.ID == id {
 			return b, true
@@ -159,6 +191,7 @@ func Load(getenv func(string) string) (Config, error) {
 		OutboxBatch:          intVar("LEADERBOARD_OUTBOX_BATCH", 256, 1, 10_000),
 		ProjectorBatch:       intVar("LEADERBOARD_PROJECTOR_BATCH", 500, 1, 10_000),
 		ProjectorWorkers:     intVar("LEADERBOARD_PROJECTOR_WORKERS", 2, 1, 64),
+		PastPeriodsInRedis:   intVar("LEADERBOARD_REDIS_PAST_PERIODS", 2, 0, 366),
 		Boards:               DefaultBoards(),
 	}
 
@@ -209,6 +242,18 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
+	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)
+	c.MatchIdleTTL = durationVar("LEADERBOARD_MATCH_IDLE_TTL", time.Hour, 10*time.Second, 30*24*time.Hour)
+	if path := get("LEADERBOARD_BOARDS_FILE", ""); path != "" {
+		raw, err := os.ReadFile(path)
+		if err == nil {
+			c.Boards, err = ParseBoards(raw)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("LEADERBOARD_BOARDS_FILE=%q: %w", path, err))
+			c.Boards = DefaultBoards()
+		}
+	}
 	c.OutboxPruneInterval = durationVar("LEADERBOARD_OUTBOX_PRUNE_INTERVAL", 5*time.Second, 100*time.Millisecond, 24*time.Hour)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")

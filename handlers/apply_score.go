@@ -24,9 +24,12 @@ type ScoreProjection interface {
 	Apply(ctx context.Context, events []storage.ScoreEvent, fold storage.FoldFunc) (storage.AppliedBatch, error)
 }
 
-// BoardMirror mirrors absolute entry states into Redis and keeps the cached top-N.
+// BoardMirror mirrors absolute entry states into Redis and keeps the cached top-N. Apply
+// answers storage.ErrNotLoaded for a period Redis does not hold; Reload loads it from
+// PostgreSQL.
 type BoardMirror interface {
-	Apply(ctx context.Context, board, period string, states []storage.EntryState, nicks map[string]string, minVersion int64) (storage.Top, bool, error)
+	Apply(ctx context.Context, t storage.Target, states []storage.EntryState, nicks map[string]string, minVersion int64) (storage.Top, bool, error)
+	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
 }
 
 // ChangeNotifier hears what a batch changed: a board's new top, and whose entries moved.
@@ -44,7 +47,8 @@ type ApplyScore struct {
 	projection ScoreProjection
 	mirror     BoardMirror
 	changes    ChangeNotifier
-	boards     map[string]configs.Board
+	cfg        configs.Config
+	now        func() time.Time
 	metrics    *ProjectorMetrics
 	logger     *slog.Logger
 	fold       storage.FoldFunc
@@ -53,7 +57,10 @@ type ApplyScore struct {
 
 // ApplyScoreConfig configures ApplyScore.
 type ApplyScoreConfig struct {
-	Boards []configs.Board
+	// Config gives the boards and how long Redis keeps their periods.
+	Config configs.Config
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 	// Workers is how many batches may be in flight at once (default 2).
 	Workers int
 	// MaxBatch bounds the events of one batch (default 500).
@@ -71,11 +78,11 @@ func NewApplyScore(p ScoreProjection, m BoardMirror, changes ChangeNotifier, cfg
 	if metrics == nil {
 		metrics = NewProjectorMetrics(nil)
 	}
-	a := &ApplyScore{projection: p, mirror: m, changes: changes, boards: map[string]configs.Board{}, metrics: metrics, logger: logger}
-	for _, b := range cfg.Boards {
-		a.boards[b.ID] = b
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	a.fold = FoldWith(a.boards)
+	a := &ApplyScore{projection: p, mirror: m, changes: changes, cfg: cfg.Config, now: cfg.Now, metrics: metrics, logger: logger}
+	a.fold = FoldWith(cfg.Config.Board)
 	a.batcher = storage.NewBatcher(cfg.Workers, cfg.MaxBatch, a.settle)
 	return a
 }
@@ -105,7 +112,7 @@ func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 	if err := cmd.Validate(); err != nil {
 		return storage.ScoreEvent{}, fmt.Errorf("invalid ScoreSubmitted: %w", err)
 	}
-	b, ok := a.boards[cmd.Board]
+	b, ok := a.cfg.Board(cmd.Board)
 	if !ok {
 		return storage.ScoreEvent{}, fmt.Errorf("unknown board %q", cmd.Board)
 	}
@@ -113,11 +120,11 @@ func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
 		return storage.ScoreEvent{}, fmt.Errorf("invalid period %q for board %s", cmd.Period, b.ID)
 	}
 	if !b.InBounds(cmd.Value) {
-		return storage.ScoreEvent{}, fmt.Errorf("value %d outside [%d, %d] of board %s", cmd.Value, b.MinValue, b.MaxValue, b.ID)
+		return storage.ScoreEvent{}, fmt.Errorf("value %d out of the bounds of board %s", cmd.Value, b.ID)
 	}
 	return storage.ScoreEvent{
 		EventID: cmd.EventID, Board: cmd.Board, Period: cmd.Period, Operator: b.Operator,
-		UserID: cmd.UserID, NickName: cmd.NickName, Value: cmd.Value, OccurredAt: cmd.OccurredAt,
+		UserID: cmd.UserID, NickName: cmd.NickName, Value: cmd.Value, OccurredAt: cmd.OccurredAt, Metadata: cmd.Metadata,
 	}, nil
 }
 
@@ -185,7 +192,17 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
 	}
 	for _, k := range order {
 		start = time.Now()
-		top, changed, err := a.mirror.Apply(ctx, k.board, k.period, groups[k], applied.NickNames, applied.MaxSeq)
+		b, _ := a.cfg.Board(k.board)
+		ttl, keep := a.cfg.RedisLife(b, k.period, a.now())
+		if !keep { // a period Redis no longer keeps: PostgreSQL has it, reads go there
+			continue
+		}
+		t := storage.Target{Board: k.board, Period: k.period, TTL: ttl}
+		top, changed, err := a.mirror.Apply(ctx, t, groups[k], applied.NickNames, applied.MaxSeq)
+		if errors.Is(err, storage.ErrNotLoaded) { // PostgreSQL has the batch: load the whole period from it
+			top, err = a.mirror.Reload(ctx, t)
+			changed = true
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -206,27 +223,32 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
 	return applied.NewEvents, nil
 }
 
-// FoldWith returns the fold of a projection with the given boards' rules: each new event
-// is combined with its entry by its board's operator, in batch order.
-func FoldWith(boards map[string]configs.Board) storage.FoldFunc {
+// FoldWith returns the fold of a projection with the rules of the boards board looks up:
+// each new event is combined with its entry by its board's operator, in batch order.
+func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
-		state := map[storage.EntryKey]*configs.EntryValue{}
+		state := map[storage.EntryKey]*storage.EntryState{}
 		for k, s := range current {
-			state[k] = &configs.EntryValue{Value: s.Score, ReachedAt: s.ReachedAt, UpdatedAt: s.UpdatedAt}
+			state[k] = &s
 		}
 		var changed []storage.EntryKey
 		seen := map[storage.EntryKey]bool{}
 		for _, e := range events {
-			b, ok := boards[e.Board]
+			b, ok := board(e.Board)
 			if !ok { // decode checked it; only a caller's bug gets here
 				return nil, fmt.Errorf("fold: unknown board %q: %w", e.Board, storage.ErrRejected)
 			}
 			k := e.Key()
-			next, ok := b.Combine(state[k], e.Value, e.OccurredAt)
+			var cur *configs.EntryValue
+			if s := state[k]; s != nil {
+				cur = &configs.EntryValue{Value: s.Score, ReachedAt: s.ReachedAt, UpdatedAt: s.UpdatedAt}
+			}
+			next, ok := b.Combine(cur, e.Value, e.OccurredAt)
 			if !ok {
 				continue
 			}
-			state[k] = &next
+			state[k] = &storage.EntryState{Board: k.Board, Period: k.Period, UserID: k.UserID, Score: next.Value, SortKey: b.SortKey(next.Value),
+				ReachedAt: next.ReachedAt, UpdatedAt: next.UpdatedAt, Metadata: e.Metadata}
 			if !seen[k] {
 				seen[k] = true
 				changed = append(changed, k)
@@ -234,8 +256,7 @@ func FoldWith(boards map[string]configs.Board) storage.FoldFunc {
 		}
 		out := make([]storage.EntryState, len(changed))
 		for i, k := range changed {
-			v := state[k]
-			out[i] = storage.EntryState{Board: k.Board, Period: k.Period, UserID: k.UserID, Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt}
+			out[i] = *state[k]
 		}
 		return out, nil
 	}

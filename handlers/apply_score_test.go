@@ -19,10 +19,13 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
+// testConfig is the default configuration (the shipped boards).
+var testConfig, _ = configs.Load(func(string) string { return "" })
+
 // TestApplyScoreRejectsPermanently: messages that can never apply fail with a
 // PermanentError before touching any store (the stores here are nil).
 func TestApplyScoreRejectsPermanently(t *testing.T) {
-	a := NewApplyScore(nil, nil, nil, ApplyScoreConfig{Boards: configs.DefaultBoards()}, nil, slog.New(slog.DiscardHandler))
+	a := NewApplyScore(nil, nil, nil, ApplyScoreConfig{Config: testConfig}, nil, slog.New(slog.DiscardHandler))
 	defer a.Close()
 	valid := messages.ScoreSubmitted{EventID: "e1", Board: "global", Period: "all_time", UserID: "u1", Value: 10, OccurredAt: time.Now()}
 	with := func(f func(*messages.ScoreSubmitted)) []byte {
@@ -89,7 +92,9 @@ func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent, _
 
 type nopMirror struct{}
 
-func (nopMirror) Apply(context.Context, string, string, []storage.EntryState, map[string]string, int64) (storage.Top, bool, error) {
+func (nopMirror) Reload(context.Context, storage.Target) (storage.Top, error) { return storage.Top{}, nil }
+
+func (nopMirror) Apply(context.Context, storage.Target, []storage.EntryState, map[string]string, int64) (storage.Top, bool, error) {
 	return storage.Top{}, false, nil
 }
 
@@ -101,7 +106,7 @@ func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	proj := &fakeProjection{}
 	release, entered := make(chan struct{}), make(chan struct{})
 	hold := &holdProjection{inner: proj, release: release, entered: entered}
-	a := NewApplyScore(hold, nopMirror{}, nil, ApplyScoreConfig{Boards: configs.DefaultBoards(), Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
+	a := NewApplyScore(hold, nopMirror{}, nil, ApplyScoreConfig{Config: testConfig, Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
 	defer a.Close()
 	msgOf := func(u string) *message.Message {
 		body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-" + u, Board: "global", Period: "all_time", UserID: u, Value: 10, OccurredAt: time.Now()})

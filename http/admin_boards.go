@@ -8,33 +8,57 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// BoardMaintenance rebuilds Redis boards from PostgreSQL and compares the two.
+// BoardMaintenance rebuilds Redis boards from PostgreSQL and compares the two, writing
+// each run to the audit trail.
 type BoardMaintenance interface {
-	Rebuild(ctx context.Context, actor, board, period string) (storage.RebuildResult, error)
+	Rebuild(ctx context.Context, actor string, t storage.Target) (storage.RebuildResult, error)
 	CheckConsistency(ctx context.Context, actor, board, period string, full bool, sample int) (storage.ConsistencyReport, error)
+}
+
+// redisPeriod resolves the board period an admin names for Redis maintenance: only
+// periods Redis keeps can be rebuilt or compared (older ones are read from PostgreSQL).
+func (s *server) redisPeriod(w http.ResponseWriter, r *http.Request, b configs.Board) (storage.Target, bool) {
+	period, ok := s.period(w, r, b)
+	if !ok {
+		return storage.Target{}, false
+	}
+	ttl, hot, err := s.Periods.InRedis(r.Context(), b, period)
+	if err != nil {
+		s.readFailed(w, r, err)
+		return storage.Target{}, false
+	}
+	if !hot {
+		writeError(w, r, http.StatusBadRequest, "period_not_in_redis", "period "+period+" of board "+b.Key()+" is not kept in Redis: reads of it come from PostgreSQL", "")
+		return storage.Target{}, false
+	}
+	return storage.Target{Board: b.Key(), Period: period, TTL: ttl}, true
 }
 
 func (s *server) handleRebuild() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		board, ok := s.Config.Board(chi.URLParam(r, "board_id"))
+		b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
 		if !ok {
-			writeError(w, r, http.StatusNotFound, "not_found", "unknown board", "")
 			return
 		}
-		res, err := s.Maintenance.Rebuild(context.WithoutCancel(r.Context()), claimsFrom(r.Context()).Subject, board.ID, board.Period)
+		t, ok := s.redisPeriod(w, r, b)
+		if !ok {
+			return
+		}
+		actor := claimsFrom(r.Context()).Subject
+		res, err := s.Maintenance.Rebuild(context.WithoutCancel(r.Context()), actor, t)
 		if errors.Is(err, storage.ErrRebuildRunning) {
-			writeError(w, r, http.StatusConflict, "rebuild_in_progress", "a rebuild of this board is already running; retry when it ends", "")
+			writeError(w, r, http.StatusConflict, "rebuild_in_progress", "a rebuild of this board period is already running; retry when it ends", "")
 			return
 		}
 		if err != nil {
 			s.readFailed(w, r, err)
 			return
 		}
-		s.Logger.Info("board rebuilt", "board", board.ID, "entries", res.Entries, "version", res.Version,
-			"took", res.Duration, "by", claimsFrom(r.Context()).Subject)
+		s.Logger.Info("board rebuilt", "board", t.Board, "period", t.Period, "entries", res.Entries, "version", res.Version, "took", res.Duration, "by", actor)
 		encode(w, http.StatusOK, map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries,
 			"version": res.Version, "took_ms": res.Duration.Milliseconds()})
 	}
@@ -47,9 +71,8 @@ func (s *server) handleConsistency() http.HandlerFunc {
 		if id == "" {
 			id = globalBoard
 		}
-		board, ok := s.Config.Board(id)
+		b, ok := s.board(w, r, id)
 		if !ok {
-			writeError(w, r, http.StatusNotFound, "not_found", "unknown board", "")
 			return
 		}
 		full := q.Get("mode") == "full"
@@ -66,11 +89,64 @@ func (s *server) handleConsistency() http.HandlerFunc {
 			}
 			sample = n
 		}
-		rep, err := s.Maintenance.CheckConsistency(r.Context(), claimsFrom(r.Context()).Subject, board.ID, board.Period, full, sample)
+		t, ok := s.redisPeriod(w, r, b)
+		if !ok {
+			return
+		}
+		rep, err := s.Maintenance.CheckConsistency(r.Context(), claimsFrom(r.Context()).Subject, t.Board, t.Period, full, sample)
 		if err != nil {
 			s.readFailed(w, r, err)
 			return
 		}
 		encode(w, http.StatusOK, rep)
+	}
+}
+
+// handleStartSeason answers POST /admin/boards/{board_id}/seasons {"season", "reason"?}:
+// the board's current season becomes the new one; the previous stays readable.
+func (s *server) handleStartSeason() http.HandlerFunc {
+	type request struct {
+		Season string `json:"season"`
+		Reason string `json:"reason"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
+		if !ok {
+			return
+		}
+		if b.Period != configs.PeriodSeason {
+			writeError(w, r, http.StatusBadRequest, "not_a_season_board", "board "+b.Key()+" has "+b.Period+" periods, not seasons", "")
+			return
+		}
+		var req request
+		if e := decodeStrict(w, r, &req); e != nil {
+			writeError(w, r, e.status, e.code, e.message, "")
+			return
+		}
+		if !configs.ValidSeason(req.Season) {
+			writeError(w, r, http.StatusBadRequest, "invalid_season", "season must be 1 to 32 of [A-Za-z0-9_.-]", "")
+			return
+		}
+		if req.Season == configs.FirstSeason {
+			writeError(w, r, http.StatusConflict, "season_exists", "season "+configs.FirstSeason+" is the first season of every season board", "")
+			return
+		}
+		previous, err := s.Periods.Current(r.Context(), b)
+		if err != nil {
+			s.readFailed(w, r, err)
+			return
+		}
+		started, err := s.Periods.StartSeason(r.Context(), b, req.Season, claimsFrom(r.Context()).Subject, req.Reason)
+		if errors.Is(err, storage.ErrSeasonExists) {
+			writeError(w, r, http.StatusConflict, "season_exists", "board "+b.Key()+" already had a season "+strconv.Quote(req.Season), "")
+			return
+		}
+		if err != nil {
+			s.readFailed(w, r, err)
+			return
+		}
+		s.Logger.Info("season started", "board", b.Key(), "season", started.Name, "previous", previous, "by", started.StartedBy)
+		encode(w, http.StatusCreated, map[string]any{"board": b.Key(), "season": started.Name, "previous_season": previous,
+			"started_at": started.StartedAt.UTC(), "started_by": started.StartedBy})
 	}
 }

@@ -109,7 +109,8 @@ func NewHub(cfg HubConfig, boards BoardReader, reg prometheus.Registerer) *Hub {
 
 // client is the hub's side of one subscription.
 type client struct {
-	user, key string
+	user, key     string // key is board:period
+	board, period string
 	wake      chan struct{}
 	gone      chan struct{}
 	goneOnce  sync.Once
@@ -177,7 +178,7 @@ type Subscription struct {
 // stream caps. The client is taken to hold version lastVersion already (-1: none), so
 // nothing older or equal is ever handed to it; the current snapshot is queued if newer.
 func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVersion int64) (*Subscription, error) {
-	c, err := h.register(user, board+":"+period, lastVersion)
+	c, err := h.register(user, board, period, lastVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +208,36 @@ func (s *Subscription) Frames() ([]Frame, time.Duration) {
 	return frames, wait
 }
 
+// Period is the board period the subscription follows.
+func (s *Subscription) Period() string {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.c.period
+}
+
+// Move switches the subscription to another period of its board (a reset) and queues
+// that period's snapshot, whatever version the client had of the old one.
+func (s *Subscription) Move(ctx context.Context, period string) error {
+	h, c := s.hub, s.c
+	h.mu.Lock()
+	delete(h.clients[c.key], c)
+	c.period, c.key = period, c.board+":"+period
+	if h.clients[c.key] == nil {
+		h.clients[c.key] = map[*client]bool{}
+	}
+	h.clients[c.key][c] = true
+	h.mu.Unlock()
+	c.mu.Lock()
+	c.top, c.lastVersion = nil, -1
+	c.mu.Unlock()
+	snap, err := h.snapshot(ctx, c.board, period)
+	if err != nil {
+		return err
+	}
+	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	return nil
+}
+
 // Ready signals that frames may be due.
 func (s *Subscription) Ready() <-chan struct{} { return s.c.wake }
 
@@ -222,7 +253,8 @@ func (s *Subscription) Close(failed bool) {
 }
 
 // register adds a stream, enforcing the caps.
-func (h *Hub) register(user, key string, lastVersion int64) (*client, error) {
+func (h *Hub) register(user, board, period string, lastVersion int64) (*client, error) {
+	key := board + ":" + period
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -234,7 +266,7 @@ func (h *Hub) register(user, key string, lastVersion int64) (*client, error) {
 	if len(h.byUser[user]) >= h.cfg.MaxStreamsPerUser {
 		return nil, errTooManyUserStreams
 	}
-	c := &client{user: user, key: key, wake: make(chan struct{}, 1), gone: make(chan struct{}), lastVersion: lastVersion}
+	c := &client{user: user, key: key, board: board, period: period, wake: make(chan struct{}, 1), gone: make(chan struct{}), lastVersion: lastVersion}
 	if h.clients[key] == nil {
 		h.clients[key] = map[*client]bool{}
 	}

@@ -30,7 +30,7 @@ func hubWith(cfg HubConfig, c *clock) *Hub { cfg.Now = c.now; return NewHub(cfg,
 func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{Window: time.Millisecond}, clk)
-	c, err := h.register("u", "global:all_time", -1)
+	c, err := h.register("u", "global", "all_time", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 func TestHubWindowSpacesSnapshots(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{Window: 200 * time.Millisecond}, clk)
-	c, _ := h.register("u", "global:all_time", -1)
+	c, _ := h.register("u", "global", "all_time", -1)
 	h.PublishTop("global", "all_time", 1, nil)
 	if top, _, _ := c.take(h.cfg.Window, clk.now()); top == nil {
 		t.Fatal("first snapshot held back")
@@ -79,8 +79,8 @@ func TestHubWindowSpacesSnapshots(t *testing.T) {
 func TestHubDropsClientsThatStayBehind(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{MaxBehind: 50 * time.Millisecond}, clk)
-	slow, _ := h.register("slow", "global:all_time", -1)
-	fast, _ := h.register("fast", "global:all_time", -1)
+	slow, _ := h.register("slow", "global", "all_time", -1)
+	fast, _ := h.register("fast", "global", "all_time", -1)
 	h.PublishTop("global", "all_time", 1, nil)
 	fast.take(0, clk.now())
 	clk.advance(50 * time.Millisecond)
@@ -107,8 +107,8 @@ func TestHubDropsClientsThatStayBehind(t *testing.T) {
 
 func TestHubUserEventsGoToThatUserOnly(t *testing.T) {
 	h := NewHub(HubConfig{}, fakeBoards{}, nil)
-	me, _ := h.register("me", "global:all_time", -1)
-	other, _ := h.register("other", "global:all_time", -1)
+	me, _ := h.register("me", "global", "all_time", -1)
+	other, _ := h.register("other", "global", "all_time", -1)
 	h.UsersChanged(context.Background(), "global", "all_time", []string{"me"})
 	if _, users, _ := me.take(0, time.Now()); len(users) != 1 {
 		t.Fatalf("own user events: %d", len(users))
@@ -120,7 +120,7 @@ func TestHubUserEventsGoToThatUserOnly(t *testing.T) {
 
 func TestHubNeverQueuesWhatAReconnectingClientHas(t *testing.T) {
 	h := NewHub(HubConfig{}, fakeBoards{}, nil)
-	c, _ := h.register("u", "global:all_time", 5) // Last-Event-ID: 5
+	c, _ := h.register("u", "global", "all_time", 5) // Last-Event-ID: 5
 	h.PublishTop("global", "all_time", 4, nil)
 	h.PublishTop("global", "all_time", 5, nil)
 	if top, _, _ := c.take(0, time.Now()); top != nil {

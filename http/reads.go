@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -8,91 +9,167 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-type userEntry struct {
-	UserID    string    `json:"user_id"`
-	Score     int64     `json:"score"`
-	Rank      int64     `json:"rank"`
-	UpdatedAt time.Time `json:"updated_at"`
+// entryView is one ranked entry in an answer.
+type entryView struct {
+	Rank      int64           `json:"rank"`
+	UserID    string          `json:"user_id"`
+	Score     int64           `json:"score"`
+	NickName  string          `json:"nick_name,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
 }
 
-func (s *server) handleTop() http.HandlerFunc {
-	type entry struct {
-		Rank      int64     `json:"rank"`
-		UserID    string    `json:"user_id"`
-		Score     int64     `json:"score"`
-		NickName  string    `json:"nick_name,omitempty"`
-		UpdatedAt time.Time `json:"updated_at"`
+func viewOf(e storage.Entry) entryView {
+	return entryView{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
+}
+
+// userView is a user's entry.
+type userView struct {
+	UserID    string          `json:"user_id"`
+	Score     int64           `json:"score"`
+	Rank      int64           `json:"rank"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Board     string          `json:"board"`
+	Period    string          `json:"period"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+}
+
+// board resolves a board id (match:{id} included), answering 404 when it names none.
+func (s *server) board(w http.ResponseWriter, r *http.Request, id string) (configs.Board, bool) {
+	b, ok := s.Config.Board(id)
+	if !ok {
+		writeError(w, r, http.StatusNotFound, "unknown_board", "no board "+strconv.Quote(id)+" (GET /v1/boards lists them)", "")
 	}
+	return b, ok
+}
+
+// period resolves ?period= of a board, answering 400 or 404 when it names no period.
+func (s *server) period(w http.ResponseWriter, r *http.Request, b configs.Board) (string, bool) {
+	p, err := s.Periods.Resolve(r.Context(), b, r.URL.Query().Get("period"))
+	switch {
+	case errors.Is(err, errBadPeriod):
+		writeError(w, r, http.StatusBadRequest, "invalid_period", err.Error(), "")
+	case errors.Is(err, errUnknownPeriod):
+		writeError(w, r, http.StatusNotFound, "unknown_period", err.Error(), "")
+	case err != nil:
+		s.readFailed(w, r, err)
+	default:
+		return p, true
+	}
+	return "", false
+}
+
+// limit reads ?limit= (1–100, default 10).
+func limitParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+	raw := r.URL.Query().Get("limit")
+	if raw == "" {
+		return 10, true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > 100 {
+		writeError(w, r, http.StatusBadRequest, "invalid_limit", "limit must be an integer from 1 to 100", "")
+		return 0, false
+	}
+	return n, true
+}
+
+// handleTop answers GET /v1/leaderboard/top (the global board) and
+// GET /v1/boards/{board_id}/top.
+func (s *server) handleTop(fixedBoard string) http.HandlerFunc {
 	type response struct {
-		Board     string     `json:"board"`
-		Version   int64      `json:"version"`
-		UpdatedAt *time.Time `json:"updated_at"`
-		Entries   []entry    `json:"entries"`
+		Board     string      `json:"board"`
+		Period    string      `json:"period"`
+		Version   int64       `json:"version"`
+		UpdatedAt *time.Time  `json:"updated_at"`
+		Entries   []entryView `json:"entries"`
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		limit := 10
-		if raw := r.URL.Query().Get("limit"); raw != "" {
-			n, err := strconv.Atoi(raw)
-			if err != nil || n < 1 || n > 100 {
-				writeError(w, r, http.StatusBadRequest, "invalid_limit", "limit must be an integer from 1 to 100", "")
-				return
-			}
-			limit = n
+		id := fixedBoard
+		if id == "" {
+			id = chi.URLParam(r, "board_id")
 		}
-		top, err := s.Boards.Top(r.Context(), globalBoard, allTimePeriod, limit)
-		if s.degraded(w, err) {
-			top, err = s.Fallback.Top(r.Context(), globalBoard, allTimePeriod, limit)
+		b, ok := s.board(w, r, id)
+		if !ok {
+			return
+		}
+		limit, ok := limitParam(w, r)
+		if !ok {
+			return
+		}
+		period, ok := s.period(w, r, b)
+		if !ok {
+			return
+		}
+		top, degraded, err := s.Reads.top(r.Context(), b, period, limit)
+		s.markDegraded(w, degraded)
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(w, r, http.StatusNotFound, "unknown_board", err.Error(), "")
+			return
 		}
 		if err != nil {
 			s.readFailed(w, r, err)
 			return
 		}
-		resp := response{Board: globalBoard, Version: top.Version, Entries: make([]entry, len(top.Entries))}
+		resp := response{Board: b.Key(), Period: period, Version: top.Version, Entries: make([]entryView, len(top.Entries))}
 		if !top.UpdatedAt.IsZero() {
 			resp.UpdatedAt = &top.UpdatedAt
 		}
 		for i, e := range top.Entries {
-			resp.Entries[i] = entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
+			resp.Entries[i] = viewOf(e)
 		}
 		encode(w, http.StatusOK, resp)
 	}
 }
 
-func (s *server) handleUser() http.HandlerFunc {
+// handleUser answers GET /v1/leaderboard/users/{user_id} and
+// GET /v1/boards/{board_id}/users/{user_id}.
+func (s *server) handleUser(fixedBoard string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := chi.URLParam(r, "user_id")
 		if !messages.ValidUserID(id) {
 			writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
 			return
 		}
-		s.writeUser(w, r, id)
+		s.writeUser(w, r, fixedBoard, id)
 	}
 }
 
+// handleMe answers GET /v1/leaderboard/me.
 func (s *server) handleMe() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.writeUser(w, r, claimsFrom(r.Context()).Subject)
+		s.writeUser(w, r, globalBoard, claimsFrom(r.Context()).Subject)
 	}
 }
 
-func (s *server) writeUser(w http.ResponseWriter, r *http.Request, userID string) {
-	e, err := s.Boards.User(r.Context(), globalBoard, allTimePeriod, userID)
-	if s.degraded(w, err) {
-		e, err = s.Fallback.User(r.Context(), globalBoard, allTimePeriod, userID)
+func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, userID string) {
+	id := fixedBoard
+	if id == "" {
+		id = chi.URLParam(r, "board_id")
 	}
+	b, ok := s.board(w, r, id)
+	if !ok {
+		return
+	}
+	period, ok := s.period(w, r, b)
+	if !ok {
+		return
+	}
+	e, degraded, err := s.Reads.user(r.Context(), b, period, userID)
+	s.markDegraded(w, degraded)
 	if errors.Is(err, storage.ErrNotFound) {
-		writeError(w, r, http.StatusNotFound, "not_found", "user has no score on this board", "")
+		writeError(w, r, http.StatusNotFound, "not_found", "user has no entry on this board and period", "")
 		return
 	}
 	if err != nil {
 		s.readFailed(w, r, err)
 		return
 	}
-	encode(w, http.StatusOK, userEntry{UserID: e.UserID, Score: e.Score, Rank: e.Rank, UpdatedAt: e.UpdatedAt})
+	encode(w, http.StatusOK, userView{UserID: e.UserID, Score: e.Score, Rank: e.Rank, UpdatedAt: e.UpdatedAt, Board: b.Key(), Period: period, Metadata: e.Metadata})
 }
 
 func (s *server) readFailed(w http.ResponseWriter, r *http.Request, err error) {
@@ -100,13 +177,10 @@ func (s *server) readFailed(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, http.StatusServiceUnavailable, "dependency_unavailable", "the leaderboard store is unavailable", "")
 }
 
-// degraded reports whether a Redis read failed for unavailability and PostgreSQL can
-// answer instead; it then marks the response as degraded.
-func (s *server) degraded(w http.ResponseWriter, err error) bool {
-	if s.Fallback == nil || !errors.Is(err, storage.ErrUnavailable) {
-		return false
+// markDegraded marks a response answered from PostgreSQL because Redis was unavailable.
+func (s *server) markDegraded(w http.ResponseWriter, degraded bool) {
+	if degraded {
+		w.Header().Set("X-Leaderboard-Degraded", "redis-unavailable")
+		s.metrics.degraded.Inc()
 	}
-	w.Header().Set("X-Leaderboard-Degraded", "redis-unavailable")
-	s.metrics.degraded.Inc()
-	return true
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openleaderboard/leaderboard/configs"
 )
 
 // RealtimeConfig tunes the SSE endpoint.
@@ -73,13 +75,19 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 			writeError(w, r, http.StatusUnauthorized, "unauthorized", "a valid realtime token is required (GET /v1/realtime/token)", "")
 			return
 		}
-		boardID := r.URL.Query().Get("board")
-		if boardID == "" {
-			boardID = globalBoard
+		id := r.URL.Query().Get("board")
+		if id == "" {
+			id = globalBoard
 		}
-		board, ok := s.Config.Board(boardID)
+		b, ok := s.board(w, r, id)
 		if !ok {
-			writeError(w, r, http.StatusNotFound, "not_found", "unknown board", "")
+			return
+		}
+		// Without a period the stream follows the current one, moving on at each reset.
+		raw := r.URL.Query().Get("period")
+		follow := raw == "" || raw == "current"
+		period, ok := s.period(w, r, b)
+		if !ok {
 			return
 		}
 		lastID := int64(-1) // a fresh client gets the snapshot, even of an empty board
@@ -88,7 +96,7 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 				lastID = id
 			}
 		}
-		sub, err := s.Hub.Subscribe(r.Context(), claims.Subject, board.ID, board.PeriodAt(s.Now()), lastID)
+		sub, err := s.Hub.Subscribe(r.Context(), claims.Subject, b.Key(), period, lastID)
 		switch {
 		case errors.Is(err, errTooManyStreams), errors.Is(err, errTooManyUserStreams), errors.Is(err, errShuttingDown):
 			w.Header().Set("Retry-After", "5")
@@ -98,15 +106,26 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 			s.readFailed(w, r, err)
 			return
 		}
+		var current func() string
+		if follow {
+			current = func() string {
+				p, err := s.Periods.Current(r.Context(), b)
+				if err != nil {
+					return sub.Period()
+				}
+				return p
+			}
+		}
 		failed := false
 		defer func() { sub.Close(failed) }()
-		failed = !s.writeStream(w, r, sub)
+		failed = !s.writeStream(w, r, sub, current, b)
 	}
 }
 
 // writeStream writes the subscription's frames as SSE until the client leaves or the hub
-// ends the stream, with a comment line every heartbeat; false when a write failed.
-func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription) bool {
+// ends the stream, with a comment line every heartbeat; false when a write failed. When
+// current is set, the stream moves to the board's new period at each reset.
+func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription, current func() string, b configs.Board) bool {
 	rc := http.NewResponseController(w)
 	// The deadline would outlive the stream on a kept-alive connection.
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
@@ -118,8 +137,18 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 	fmt.Fprintf(&buf, "retry: %d\n: connected\n\n", s.Realtime.Retry.Milliseconds())
 	heartbeat := time.NewTicker(s.Realtime.Heartbeat)
 	defer heartbeat.Stop()
-	var later <-chan time.Time
+	var later, reset <-chan time.Time
 	for {
+		if current != nil {
+			if p := current(); p != sub.Period() {
+				if err := sub.Move(r.Context(), p); err != nil {
+					s.Logger.Warn("realtime stream could not move to the new period", "board", b.Key(), "period", p, "err", err)
+				}
+			}
+			if at, ok := s.Periods.NextReset(b); ok && reset == nil {
+				reset = time.After(max(time.Until(at), 0) + 10*time.Millisecond)
+			}
+		}
 		frames, wait := sub.Frames()
 		for _, f := range frames {
 			if f.ID != "" {
@@ -144,6 +173,8 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 			buf.WriteString(": heartbeat\n\n")
 		case <-later:
 			later = nil
+		case <-reset:
+			reset = nil
 		case <-sub.Ready():
 		}
 	}

@@ -25,10 +25,16 @@ func (s *server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Get("/v1/realtime/token", s.handleRealtimeToken())
+		// The global board (seeds 000, 002).
 		r.Post("/v1/scores", s.handleSubmitScore())
-		r.Get("/v1/leaderboard/top", s.handleTop())
-		r.Get("/v1/leaderboard/users/{user_id}", s.handleUser())
+		r.Get("/v1/leaderboard/top", s.handleTop(globalBoard))
+		r.Get("/v1/leaderboard/users/{user_id}", s.handleUser(globalBoard))
 		r.Get("/v1/leaderboard/me", s.handleMe())
+		// Any board.
+		r.Get("/v1/boards", s.handleListBoards())
+		r.Post("/v1/boards/{board_id}/scores", s.handleBoardWrite())
+		r.Get("/v1/boards/{board_id}/top", s.handleTop(""))
+		r.Get("/v1/boards/{board_id}/users/{user_id}", s.handleUser(""))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.requireRole("admin"))
@@ -39,6 +45,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/admin/dlq/{id:[0-9]+}/requeue", s.handleRequeueDeadLetter())
 		r.Delete("/admin/dlq/{id:[0-9]+}", s.handleDeleteDeadLetter())
 		r.Post("/admin/boards/{board_id}/rebuild", s.handleRebuild())
+		r.Post("/admin/boards/{board_id}/seasons", s.handleStartSeason())
 		r.Get("/admin/consistency", s.handleConsistency())
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

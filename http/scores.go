@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,29 +10,135 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 )
 
 // maxBodyBytes bounds a write request's body.
 const maxBodyBytes = 4 << 10
 
-const (
-	globalBoard   = "global"
-	allTimePeriod = "all_time"
-)
+const globalBoard = "global"
+
+// writeRequest is what every write endpoint decodes into; valueField names its value.
+type writeRequest struct {
+	Value    json.RawMessage
+	EventID  *string
+	UserID   *string
+	Metadata json.RawMessage
+}
+
+// handleSubmitScore answers POST /v1/scores: a best score on the global board.
+func (s *server) handleSubmitScore() http.HandlerFunc {
+	type request struct {
+		Score   json.RawMessage `json:"score"`
+		EventID *string         `json:"event_id"`
+		UserID  *string         `json:"user_id"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req request
+		if e := decodeStrict(w, r, &req); e != nil {
+			s.reject(w, r, e, "")
+			return
+		}
+		b, _ := s.Config.Board(globalBoard)
+		s.write(w, r, b, "score", writeRequest{Value: req.Score, EventID: req.EventID, UserID: req.UserID})
+	}
+}
+
+// handleBoardWrite answers POST /v1/boards/{board_id}/scores: a value on any board, by its
+// operator.
+func (s *server) handleBoardWrite() http.HandlerFunc {
+	type request struct {
+		Value    json.RawMessage `json:"value"`
+		EventID  *string         `json:"event_id"`
+		UserID   *string         `json:"user_id"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
+		if !ok {
+			return
+		}
+		var req request
+		if e := decodeStrict(w, r, &req); e != nil {
+			s.reject(w, r, e, "")
+			return
+		}
+		s.write(w, r, b, "value", writeRequest{Value: req.Value, EventID: req.EventID, UserID: req.UserID, Metadata: req.Metadata})
+	}
+}
+
+// write checks a decoded write, submits it and answers.
+func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, valueField string, req writeRequest) {
+	claims := claimsFrom(r.Context())
+	eventID, clientID, e := resolveEventID(req.EventID)
+	if e != nil {
+		s.reject(w, r, e, "")
+		return
+	}
+	echoID := "" // errors name the event id only when the client chose it
+	if clientID {
+		echoID = eventID
+	}
+	if b.ServerOnly && !claims.HasRole("server") {
+		s.reject(w, r, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, echoID)
+		return
+	}
+	value, e := parseInteger(valueField, req.Value)
+	if e != nil {
+		s.reject(w, r, e, echoID)
+		return
+	}
+	userID, e := resolveUser(claims, req.UserID)
+	if e != nil {
+		s.reject(w, r, e, echoID)
+		return
+	}
+	meta, e := parseMetadata(req.Metadata)
+	if e != nil {
+		s.reject(w, r, e, echoID)
+		return
+	}
+	sub := submit{Board: b, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, Metadata: meta, CorrelationID: requestIDFrom(r.Context())}
+	if userID == claims.Subject { // a server's token names the server, not the player
+		sub.NickName = messages.CleanNickName(claims.Name)
+	}
+	res, err := s.submissions.Submit(r.Context(), sub)
+	s.answerSubmission(w, r, sub, res, err)
+}
+
+// reject answers a write refused for its input.
+func (s *server) reject(w http.ResponseWriter, r *http.Request, e *apiError, eventID string) {
+	s.metrics.accepts.WithLabelValues("rejected").Inc()
+	writeError(w, r, e.status, e.code, e.message, eventID)
+}
 
 // parseInteger reads a JSON integer (not a string, fraction or exponent) that fits int64.
 func parseInteger(field string, raw json.RawMessage) (int64, *apiError) {
+	code := "invalid_" + field
 	if len(raw) == 0 || string(raw) == "null" {
-		return 0, badRequest("invalid_score", "%s is required", field)
+		return 0, badRequest(code, "%s is required", field)
 	}
 	v, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, badRequest("invalid_score", "%s must be a JSON integer (int64), got %s", field, raw)
+		return 0, badRequest(code, "%s must be a JSON integer (int64), got %s", field, raw)
 	}
 	return v, nil
+}
+
+// parseMetadata checks optional metadata: a JSON object of at most 1 KB, kept compact.
+func parseMetadata(raw json.RawMessage) (json.RawMessage, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil || !messages.ValidMetadata(buf.Bytes()) {
+		return nil, badRequest("invalid_metadata", "metadata must be a JSON object of at most %d bytes", messages.MaxMetadataBytes)
+	}
+	return buf.Bytes(), nil
 }
 
 // resolveEventID checks a client's event id or generates one.
@@ -60,75 +167,35 @@ func resolveUser(c *Claims, bodyUser *string) (string, *apiError) {
 	return *bodyUser, nil
 }
 
-func (s *server) handleSubmitScore() http.HandlerFunc {
-	type request struct {
-		Score   json.RawMessage `json:"score"`
-		EventID *string         `json:"event_id"`
-		UserID  *string         `json:"user_id"`
-	}
-	board, _ := s.Config.Board(globalBoard)
-	return func(w http.ResponseWriter, r *http.Request) {
-		claims := claimsFrom(r.Context())
-		var req request
-		fail := func(e *apiError, eventID string) {
-			s.metrics.accepts.WithLabelValues("rejected").Inc()
-			writeError(w, r, e.status, e.code, e.message, eventID)
-		}
-		if e := decodeStrict(w, r, &req); e != nil {
-			fail(e, "")
-			return
-		}
-		eventID, clientID, e := resolveEventID(req.EventID)
-		if e != nil {
-			fail(e, "")
-			return
-		}
-		echoID := "" // errors name the event id only when the client chose it
-		if clientID {
-			echoID = eventID
-		}
-		value, e := parseInteger("score", req.Score)
-		if e != nil {
-			fail(e, echoID)
-			return
-		}
-		userID, e := resolveUser(claims, req.UserID)
-		if e != nil {
-			fail(e, echoID)
-			return
-		}
-		sub := submit{Board: board, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, CorrelationID: requestIDFrom(r.Context())}
-		if userID == claims.Subject { // a server's token names the server, not the player
-			sub.NickName = messages.CleanNickName(claims.Name)
-		}
-		res, err := s.submissions.Submit(r.Context(), sub)
-		s.answerSubmission(w, r, sub, res, err)
-	}
-}
-
 // answerSubmission maps a submission's outcome and errors to the API's answers.
 func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub submit, res submitted, err error) {
 	type accepted struct {
-		EventID string `json:"event_id"`
-		Status  string `json:"status"`
+		EventID          string `json:"event_id"`
+		Status           string `json:"status"`
+		ProcessedEventID string `json:"processed_event_id,omitempty"`
 	}
 	type entryResponse struct {
-		Status    string    `json:"status"`
-		EventID   string    `json:"event_id,omitempty"`
-		UserID    string    `json:"user_id"`
-		Score     int64     `json:"score"`
-		Rank      int64     `json:"rank"`
-		UpdatedAt time.Time `json:"updated_at"`
+		Status           string          `json:"status"`
+		EventID          string          `json:"event_id,omitempty"`
+		UserID           string          `json:"user_id"`
+		Score            int64           `json:"score"`
+		Rank             int64           `json:"rank"`
+		UpdatedAt        time.Time       `json:"updated_at"`
+		Board            string          `json:"board"`
+		Period           string          `json:"period"`
+		Metadata         json.RawMessage `json:"metadata,omitempty"`
+		NewScore         *int64          `json:"new_score,omitempty"`
+		ProcessedEventID string          `json:"processed_event_id,omitempty"`
 	}
 	echoID := ""
 	if sub.ClientEventID {
 		echoID = sub.EventID
 	}
+	incr := sub.Board.Operator == configs.OpIncr // increments also answer new_score and processed_event_id
 	switch {
 	case errors.Is(err, errValueOutOfRange):
 		s.metrics.accepts.WithLabelValues("rejected").Inc()
-		b := sub.Board
-		writeError(w, r, http.StatusBadRequest, "score_out_of_range", fmt.Sprintf("score must be between %d and %d on board %s", b.MinValue, b.MaxValue, b.ID), echoID)
+		writeError(w, r, http.StatusBadRequest, "value_out_of_range", boundsMessage(sub.Board), echoID)
 		return
 	case errors.Is(err, errEventIDConflict):
 		s.metrics.accepts.WithLabelValues("conflict").Inc()
@@ -139,7 +206,8 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 		return
 	case res.Unchanged:
 		s.metrics.accepts.WithLabelValues("unchanged").Inc()
-		encode(w, http.StatusOK, entryResponse{Status: "unchanged", UserID: sub.UserID, Score: res.Entry.Score, Rank: res.Entry.Rank, UpdatedAt: res.Entry.UpdatedAt})
+		encode(w, http.StatusOK, entryResponse{Status: "unchanged", UserID: sub.UserID, Score: res.Entry.Score, Rank: res.Entry.Rank,
+			UpdatedAt: res.Entry.UpdatedAt, Board: sub.Board.Key(), Period: res.Period, Metadata: res.Entry.Metadata})
 		return
 	}
 	s.metrics.accepts.WithLabelValues(res.Outcome.String()).Inc()
@@ -147,12 +215,29 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	if r.URL.Query().Get("wait") == "true" {
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
 		defer cancel()
-		if cur, ok := s.submissions.WaitApplied(ctx, sub, res.Period); ok {
-			encode(w, http.StatusOK, entryResponse{Status: "applied", EventID: sub.EventID, UserID: sub.UserID, Score: cur.Score, Rank: cur.Rank, UpdatedAt: cur.UpdatedAt})
+		if cur, ok := s.submissions.WaitApplied(ctx, sub, res); ok {
+			resp := entryResponse{Status: "applied", EventID: sub.EventID, UserID: sub.UserID, Score: cur.Score, Rank: cur.Rank,
+				UpdatedAt: cur.UpdatedAt, Board: sub.Board.Key(), Period: res.Period, Metadata: cur.Metadata}
+			if incr {
+				resp.NewScore, resp.ProcessedEventID = &cur.Score, sub.EventID
+			}
+			encode(w, http.StatusOK, resp)
 			return
 		}
 	}
-	encode(w, http.StatusAccepted, accepted{EventID: sub.EventID, Status: "accepted"})
+	resp := accepted{EventID: sub.EventID, Status: "accepted"}
+	if incr {
+		resp.ProcessedEventID = sub.EventID
+	}
+	encode(w, http.StatusAccepted, resp)
+}
+
+// boundsMessage says what a board takes.
+func boundsMessage(b configs.Board) string {
+	if b.Operator == configs.OpIncr {
+		return fmt.Sprintf("a delta on board %s must be from 1 to %d", b.Key(), b.MaxDelta)
+	}
+	return fmt.Sprintf("a value on board %s must be from %d to %d", b.Key(), b.MinValue, b.MaxValue)
 }
 
 func (s *server) unavailable(w http.ResponseWriter, r *http.Request, err error, eventID string) {

@@ -38,21 +38,24 @@ func (m *laggingMirror) User(context.Context, string, string, string) (storage.E
 // once it holds the submitted score, not the old entry it shows while the projector has
 // written PostgreSQL but not yet Redis; when Redis never catches up, it gives up (202).
 func TestWaitAppliedWaitsForRedis(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
 	w := submit{Board: configs.DefaultBoards()[0], UserID: "u", EventID: "ev", Value: 800}
+	res := submitted{Period: "all_time", At: time.Now()}
+	periods := NewPeriods(cfg, nil, nil)
 	mirror := &laggingMirror{staleReads: 3, old: 500, new: 800}
-	s := submission{requests: appliedLog{}, boards: mirror}
+	s := submission{requests: appliedLog{}, reads: NewReads(cfg, periods, mirror, nil, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cur, ok := s.WaitApplied(ctx, w, "all_time")
+	cur, ok := s.WaitApplied(ctx, w, res)
 	if !ok || cur.Score != 800 || cur.Rank != 1 {
 		t.Fatalf("WaitApplied = %+v, %v; want the new entry (800, rank 1)", cur, ok)
 	}
 
 	never := &laggingMirror{staleReads: 1 << 30, old: 500}
-	s = submission{requests: appliedLog{}, boards: never}
+	s = submission{requests: appliedLog{}, reads: NewReads(cfg, periods, never, nil, nil)}
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if cur, ok := s.WaitApplied(ctx, w, "all_time"); ok {
+	if cur, ok := s.WaitApplied(ctx, w, res); ok {
 		t.Fatalf("WaitApplied answered %+v although Redis never showed the score", cur)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// BoardReader answers reads from the Redis mirror (or, as Fallback, from PostgreSQL).
+// BoardReader answers reads of board periods, by board key (global, match:m1).
 type BoardReader interface {
 	Top(ctx context.Context, board, period string, limit int) (storage.Top, error)
 	User(ctx context.Context, board, period, userID string) (storage.Entry, error)
@@ -27,15 +27,16 @@ type Deps struct {
 	Config   configs.Config
 	Logger   *slog.Logger
 	Commands CommandLog
-	Boards   BoardReader
 	Requests RequestLog
+	// Periods decides periods; Reads answers reads of any board period (both shared with
+	// the hub).
+	Periods *Periods
+	Reads   *Reads
 	// Ready returns the names of the parts that are not ready (empty when ready).
 	Ready    func(ctx context.Context) []string
 	Registry *prometheus.Registry
 	// WaitTimeout bounds ?wait=true (default 5 s).
 	WaitTimeout time.Duration
-	// Fallback answers reads from PostgreSQL when Boards (Redis) is unavailable.
-	Fallback BoardReader
 	// Maintenance backs the rebuild and consistency endpoints.
 	Maintenance BoardMaintenance
 	// DeadLetters backs the admin endpoints.
@@ -43,7 +44,7 @@ type Deps struct {
 	// Hub feeds the realtime streams.
 	Hub      *Hub
 	Realtime RealtimeConfig
-	// Now is the clock (time.Now when nil).
+	// Now is the clock of periods (time.Now when nil); tokens are checked on the real clock.
 	Now func() time.Time
 }
 
@@ -65,8 +66,8 @@ func NewServer(d Deps) http.Handler {
 	d.Realtime.setDefaults()
 	s := &server{
 		Deps: d, metrics: newHTTPMetrics(d.Registry),
-		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: d.Now},
-		submissions: submission{boards: d.Boards, commands: d.Commands, requests: d.Requests, now: d.Now},
+		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now},
+		submissions: submission{reads: d.Reads, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
 	}
 	return s.routes()
 }

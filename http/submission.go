@@ -32,15 +32,17 @@ type RequestLog interface {
 var (
 	// errEventIDConflict: the user's event id was accepted before with another body.
 	errEventIDConflict = errors.New("event_id was already used with a different body")
-	// errValueOutOfRange: the value is outside the board's bounds.
+	// errValueOutOfRange: the value (or delta) is outside the board's bounds.
 	errValueOutOfRange = errors.New("value outside the board's bounds")
 )
 
 // submission is the use case "write a value to a board": it applies the board's rules,
-// answers a value that changes nothing at once from Redis, and otherwise makes the command
-// durable. Idempotency is decided by the request log, here and in the outbox alike.
+// fixes the period the write counts for, answers a value that changes nothing at once
+// from Redis, and otherwise makes the command durable. Idempotency is decided by the
+// request log, here and in the outbox alike.
 type submission struct {
-	boards   BoardReader
+	reads    *Reads
+	periods  *Periods
 	commands CommandLog
 	requests RequestLog
 	now      func() time.Time
@@ -54,16 +56,19 @@ type submit struct {
 	EventID       string
 	ClientEventID bool
 	Value         int64
+	Metadata      json.RawMessage
 	CorrelationID string
 }
 
 // submitted says what became of a write: Outcome is Accepted or Duplicate, or 0 with
-// Unchanged set and the user's current entry.
+// Unchanged set and the user's current entry. At is when it was accepted, Period the
+// period it counts for.
 type submitted struct {
 	Outcome   storage.AcceptOutcome
 	Unchanged bool
 	Entry     storage.Entry
 	Period    string
+	At        time.Time
 }
 
 // Submit decides a write. Its errors are errEventIDConflict, errValueOutOfRange, or a
@@ -73,55 +78,60 @@ func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
 		return submitted{}, errValueOutOfRange
 	}
 	at := s.now().UTC()
-	period := w.Board.PeriodAt(at)
-	hash := bodyHash(w.Board.ID, period, w.UserID, w.Value)
+	period, err := s.periods.Current(ctx, w.Board)
+	if err != nil {
+		return submitted{}, err
+	}
+	hash := bodyHash(w)
 
 	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
 	// cannot answer, the command is accepted and the projector decides.
-	if cur, err := s.boards.User(ctx, w.Board.ID, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
-		if !w.ClientEventID {
-			return submitted{Unchanged: true, Entry: cur, Period: period}, nil
+	if w.Board.Operator == configs.OpBest {
+		if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
+			if !w.ClientEventID {
+				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+			}
+			// A retry of an accepted write must be answered as the first time.
+			seen, err := s.requests.Check(ctx, w.UserID, w.EventID, hash)
+			switch {
+			case errors.Is(err, storage.ErrNotFound):
+				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+			case err != nil:
+				return submitted{}, err
+			}
+			return outcome(seen, period, at)
 		}
-		// A retry of an accepted write must be answered as the first time.
-		seen, err := s.requests.Check(ctx, w.UserID, w.EventID, hash)
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return submitted{Unchanged: true, Entry: cur, Period: period}, nil
-		case err != nil:
-			return submitted{}, err
-		}
-		return s.outcome(seen, period)
 	}
 
 	cmd := messages.ScoreSubmitted{
-		EventID: w.EventID, Board: w.Board.ID, Period: period, UserID: w.UserID,
-		NickName: w.NickName, Value: w.Value, OccurredAt: at,
+		EventID: w.EventID, Board: w.Board.Key(), Period: period, UserID: w.UserID,
+		NickName: w.NickName, Value: w.Value, Metadata: w.Metadata, OccurredAt: at,
 	}
 	msg, err := commandMessage(cmd, w.CorrelationID)
 	if err != nil {
 		return submitted{}, err
 	}
-	seen, err := s.commands.Accept(ctx, storage.Command{EventID: w.EventID, UserID: w.UserID, Board: w.Board.ID, BodyHash: hash, Msg: msg})
+	seen, err := s.commands.Accept(ctx, storage.Command{EventID: w.EventID, UserID: w.UserID, Board: w.Board.Key(), BodyHash: hash, Msg: msg})
 	if err != nil {
 		return submitted{}, err
 	}
-	return s.outcome(seen, period)
+	return outcome(seen, period, at)
 }
 
-func (s submission) outcome(seen storage.AcceptOutcome, period string) (submitted, error) {
+func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted, error) {
 	if seen == storage.Conflict {
 		return submitted{}, errEventIDConflict
 	}
-	return submitted{Outcome: seen, Period: period}, nil
+	return submitted{Outcome: seen, Period: period, At: at}, nil
 }
 
-// WaitApplied polls until the projection applied the event and Redis shows it (an entry
-// at least as good as value: PostgreSQL is written before Redis), or ctx ends.
-func (s submission) WaitApplied(ctx context.Context, w submit, period string) (storage.Entry, bool) {
+// WaitApplied polls until the projection applied the event and Redis shows it (PostgreSQL
+// is written before Redis), or ctx ends.
+func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, bool) {
 	delay := 5 * time.Millisecond
 	for {
 		if ok, err := s.requests.IsApplied(ctx, w.UserID, w.EventID); err == nil && ok {
-			if cur, err := s.boards.User(ctx, w.Board.ID, period, w.UserID); err == nil && !w.Board.Better(w.Value, cur.Score) {
+			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At) {
 				return cur, true
 			}
 		}
@@ -134,9 +144,11 @@ func (s submission) WaitApplied(ctx context.Context, w submit, period string) (s
 	}
 }
 
-// bodyHash is what makes two writes with one event id the same request.
-func bodyHash(board, period, user string, value int64) []byte {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d", board, period, user, value))
+// bodyHash is what makes two writes of a user with one event id the same request: the
+// board, the value and the metadata (not the period, which the server decides: a retry
+// after a reset is still the same request).
+func bodyHash(w submit) []byte {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%s", w.Board.Key(), w.UserID, w.Value, w.Metadata))
 	return h[:]
 }
 

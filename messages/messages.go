@@ -2,7 +2,10 @@
 // JSON-encoded with snake_case fields. It imports nothing but the standard library.
 package messages
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Metadata keys set on every pipeline message.
 const (
@@ -15,16 +18,23 @@ const (
 )
 
 // ScoreSubmitted is the command the API publishes once a score is accepted: apply
-// Value to the user's entry of Board/Period with the board's operator.
+// Value to the user's entry of Board/Period with the board's operator. The API decided
+// the period when it accepted the command; the pipeline never decides it again.
 type ScoreSubmitted struct {
-	EventID    string    `json:"event_id"`
-	Board      string    `json:"board"`
-	Period     string    `json:"period"`
-	UserID     string    `json:"user_id"`
-	NickName   string    `json:"nick_name,omitempty"`
-	Value      int64     `json:"value"`
-	OccurredAt time.Time `json:"occurred_at"`
+	EventID  string `json:"event_id"`
+	Board    string `json:"board"`
+	Period   string `json:"period"`
+	UserID   string `json:"user_id"`
+	NickName string `json:"nick_name,omitempty"`
+	Value    int64  `json:"value"`
+	// Metadata is a JSON object of at most MaxMetadataBytes, kept with the entry the
+	// command changes.
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	OccurredAt time.Time       `json:"occurred_at"`
 }
+
+// MaxMetadataBytes bounds an entry's metadata (a JSON object).
+const MaxMetadataBytes = 1024
 
 // LeaderboardChanged is published by the projector when a board's cached top-N changed.
 type LeaderboardChanged struct {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"errors"
 	"unicode"
 	"unicode/utf8"
@@ -66,5 +67,17 @@ func (c ScoreSubmitted) Validate() error {
 	if c.NickName != CleanNickName(c.NickName) {
 		errs = append(errs, errors.New("invalid nick_name"))
 	}
+	if c.Metadata != nil && !ValidMetadata(c.Metadata) {
+		errs = append(errs, errors.New("invalid metadata: want a JSON object of at most 1 KB"))
+	}
 	return errors.Join(errs...)
+}
+
+// ValidMetadata reports whether raw is a JSON object of at most MaxMetadataBytes.
+func ValidMetadata(raw []byte) bool {
+	if len(raw) > MaxMetadataBytes || !json.Valid(raw) {
+		return false
+	}
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
 }

@@ -43,7 +43,7 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 		return rep, err
 	}
 	pipe := b.rdb.Pipeline()
-	hlen, zcard := pipe.HLen(ctx, k[1]), pipe.ZCard(ctx, k[0])
+	hlen, zcard := pipe.HLen(ctx, k.u), pipe.ZCard(ctx, k.z)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return rep, redisErr("consistency: counts", err)
 	}
@@ -79,16 +79,16 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 	return rep, nil
 }
 
-func (b *Boards) compare(ctx context.Context, k []string, states []EntryState, rep *ConsistencyReport) error {
+func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *ConsistencyReport) error {
 	users := make([]string, len(states))
 	for i, s := range states {
 		users[i] = s.UserID
 	}
 	pipe := b.rdb.Pipeline()
-	vals := pipe.HMGet(ctx, k[1], users...)
+	vals := pipe.HMGet(ctx, k.u, users...)
 	scores := make([]*redis.FloatCmd, len(states))
 	for i, s := range states {
-		scores[i] = pipe.ZScore(ctx, k[0], Member(s.UserID, s.ReachedAt))
+		scores[i] = pipe.ZScore(ctx, k.z, Member(s.UserID, s.ReachedAt))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return redisErr("consistency: read", err)
@@ -106,7 +106,7 @@ func (b *Boards) compare(ctx context.Context, k []string, states []EntryState, r
 		var member string
 		if _, err := fmt.Sscanf(raw, "%d|%d|%d|%s", &score, &version, &updated, &member); err != nil ||
 			score != s.Score || version != s.Version || member != Member(s.UserID, s.ReachedAt) ||
-			scores[i].Err() != nil || int64(scores[i].Val()) != s.Score {
+			scores[i].Err() != nil || int64(scores[i].Val()) != s.SortKey {
 			rep.Mismatched++
 			rep.addDifference(Difference{UserID: s.UserID, Postgres: want, Redis: fmt.Sprintf("%d/%d", score, version)})
 		}

@@ -19,6 +19,8 @@ type ScoreEvent struct {
 	NickName   string
 	Value      int64
 	OccurredAt time.Time
+	// Metadata is the event's JSON object (nil for none).
+	Metadata []byte
 }
 
 // EntryKey names one entry: a user on a board and period.
@@ -29,13 +31,17 @@ func (e ScoreEvent) Key() EntryKey { return EntryKey{e.Board, e.Period, e.UserID
 
 // EntryState is the absolute state of one board entry.
 type EntryState struct {
-	Board     string
-	Period    string
-	UserID    string
-	Score     int64
+	Board  string
+	Period string
+	UserID string
+	Score  int64
+	// SortKey ranks entries: higher first (the board's rules decide it from Score).
+	SortKey   int64
 	Version   int64
 	ReachedAt time.Time
 	UpdatedAt time.Time
+	// Metadata is the JSON object of the event that last changed the entry (nil: none).
+	Metadata []byte
 }
 
 // Key is the entry the state belongs to.
@@ -147,15 +153,16 @@ type historyKey struct{ user, id, board, period string }
 func recordHistory(ctx context.Context, tx pgx.Tx, events []ScoreEvent) (map[historyKey]bool, int64, error) {
 	n := len(events)
 	ids, boards, periods, ops, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	values, times := make([]int64, n), make([]time.Time, n)
+	values, times, metas := make([]int64, n), make([]time.Time, n), make([]*string, n)
 	for i, e := range events {
 		ids[i], boards[i], periods[i], ops[i], users[i], values[i], times[i] = e.EventID, e.Board, e.Period, e.Operator, e.UserID, e.Value, e.OccurredAt
+		metas[i] = jsonText(e.Metadata)
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
+		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at, metadata)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::jsonb[])
 		ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
-		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times)
+		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times, metas)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -184,17 +191,18 @@ func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)) l
 		ORDER BY h`, boards, periods, users)
 	out := map[EntryKey]EntryState{}
-	b.Queue(`
-		SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at
+	b.Queue(`SELECT `+entryColumns+`
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
 		JOIN board_entries e ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
 		boards, periods, users).Query(func(rows pgx.Rows) error {
-		var s EntryState
-		_, err := pgx.ForEachRow(rows, []any{&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt}, func() error {
+		for rows.Next() {
+			s, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
 			out[s.Key()] = s
-			return nil
-		})
-		return err
+		}
+		return rows.Err()
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
@@ -214,16 +222,18 @@ func splitKeys(keys []EntryKey) (boards, periods, users []string) {
 func queueWriteEntries(b *pgx.Batch, states []EntryState) {
 	n := len(states)
 	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
-	scores, versions, reached, updated := make([]int64, n), make([]int64, n), make([]time.Time, n), make([]time.Time, n)
+	scores, sortKeys, versions := make([]int64, n), make([]int64, n), make([]int64, n)
+	reached, updated, metas := make([]time.Time, n), make([]time.Time, n), make([]*string, n)
 	for i, s := range states {
-		boards[i], periods[i], users[i], scores[i], versions[i], reached[i], updated[i] = s.Board, s.Period, s.UserID, s.Score, s.Version, s.ReachedAt, s.UpdatedAt
+		boards[i], periods[i], users[i], scores[i], sortKeys[i], versions[i] = s.Board, s.Period, s.UserID, s.Score, s.SortKey, s.Version
+		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
 	}
 	b.Queue(`
-		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::timestamptz[])
-		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, version = excluded.version,
-			reached_at = excluded.reached_at, updated_at = excluded.updated_at`,
-		boards, periods, users, scores, versions, reached, updated)
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
+		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, sort_key = excluded.sort_key,
+			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata`,
+		boards, periods, users, scores, sortKeys, versions, reached, updated, metas)
 }
 
 func queueNickNames(b *pgx.Batch, names map[string]string) {
@@ -250,18 +260,35 @@ func queueNickNames(b *pgx.Batch, names map[string]string) {
 func queueLoadEntries(b *pgx.Batch, keys []EntryKey) *[]EntryState {
 	boards, periods, users := splitKeys(keys)
 	out := new([]EntryState)
-	b.Queue(`
-		SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at
+	b.Queue(`SELECT `+entryColumns+`
 		FROM board_entries e
 		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u) ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
 		boards, periods, users).Query(func(rows pgx.Rows) error {
 		var err error
-		*out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EntryState, error) {
-			var s EntryState
-			err := r.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt)
-			return s, err
-		})
+		*out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EntryState, error) { return scanEntry(r) })
 		return err
 	})
 	return out
+}
+
+// entryColumns are the columns of board_entries e that scanEntry reads.
+const entryColumns = `e.board_id, e.period, e.user_id, e.score, e.sort_key, e.version, e.reached_at, e.updated_at, e.metadata`
+
+func scanEntry(row pgx.Row) (EntryState, error) {
+	var s EntryState
+	var meta []byte
+	err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta)
+	if len(meta) > 0 {
+		s.Metadata = meta
+	}
+	return s, err
+}
+
+// jsonText passes a JSON value to PostgreSQL as text (nil: SQL NULL).
+func jsonText(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
 }

@@ -36,7 +36,7 @@ var testFold = func() storage.FoldFunc {
 	for _, id := range []string{"points", "match:m1", "daily", "season"} {
 		boards[id] = configs.Board{ID: id, Operator: configs.OpIncr, Order: configs.OrderDesc, MaxValue: math.MaxInt64}
 	}
-	return handlers.FoldWith(boards)
+	return handlers.FoldWith(func(id string) (configs.Board, bool) { b, ok := boards[id]; return b, ok })
 }()
 
 func mustApply(t *testing.T, p *storage.Projection, events ...storage.ScoreEvent) storage.AppliedBatch {

@@ -8,8 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Ranks answers top-N and rank reads from PostgreSQL, for when Redis is unavailable.
-// The order is the Redis one: score descending, reached first, user id descending.
+// Ranks answers top-N and rank reads from PostgreSQL: for periods not kept in Redis, and
+// for every period while Redis is unavailable. The order is the Redis one: sort key
+// descending, reached first, user id descending.
 type Ranks struct {
 	pool *pgxpool.Pool
 }
@@ -17,21 +18,25 @@ type Ranks struct {
 // NewRanks returns the PostgreSQL read side.
 func NewRanks(pool *pgxpool.Pool) *Ranks { return &Ranks{pool: pool} }
 
-// Top returns the first limit entries of a board. Version is 0: versions belong to the
-// Redis top.
+// Top returns the first limit entries of a board period. Version is 0: versions belong to
+// the Redis top.
 func (r *Ranks) Top(ctx context.Context, board, period string, limit int) (Top, error) {
 	rows, err := r.pool.Query(ctx, `
-		SELECT e.user_id, e.score, e.updated_at, coalesce(u.nick_name, '')
+		SELECT e.user_id, e.score, e.updated_at, coalesce(u.nick_name, ''), e.metadata
 		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
 		WHERE (e.board_id || ':' || e.period) = $1
-		ORDER BY (e.board_id || ':' || e.period), e.score DESC, e.reached_at ASC, e.user_id DESC
+		ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC
 		LIMIT $2`, board+":"+period, limit)
 	if err != nil {
 		return Top{}, unavailable("top from postgres", err)
 	}
 	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entry, error) {
 		var e Entry
-		err := row.Scan(&e.UserID, &e.Score, &e.UpdatedAt, &e.NickName)
+		var meta []byte
+		err := row.Scan(&e.UserID, &e.Score, &e.UpdatedAt, &e.NickName, &meta)
+		if len(meta) > 0 {
+			e.Metadata = meta
+		}
 		return e, err
 	})
 	if err != nil {
@@ -51,46 +56,73 @@ func (r *Ranks) Top(ctx context.Context, board, period string, limit int) (Top, 
 // ErrNotFound.
 func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, error) {
 	e := Entry{UserID: userID}
+	var meta []byte
 	err := r.pool.QueryRow(ctx, `
 		WITH me AS (
-			SELECT score, reached_at, updated_at FROM board_entries
+			SELECT sort_key, score, reached_at, updated_at, metadata FROM board_entries
 			WHERE board_id = $1 AND period = $2 AND user_id = $3
 		)
-		SELECT me.score, me.updated_at, 1 + (
+		SELECT me.score, me.updated_at, me.metadata, 1 + (
 			SELECT count(*) FROM board_entries o
 			WHERE (o.board_id || ':' || o.period) = $1 || ':' || $2
-			  AND (o.score > me.score
-			    OR (o.score = me.score AND o.reached_at < me.reached_at)
-			    OR (o.score = me.score AND o.reached_at = me.reached_at AND o.user_id > $3))
-		) FROM me`, board, period, userID).Scan(&e.Score, &e.UpdatedAt, &e.Rank)
+			  AND (o.sort_key > me.sort_key
+			    OR (o.sort_key = me.sort_key AND o.reached_at < me.reached_at)
+			    OR (o.sort_key = me.sort_key AND o.reached_at = me.reached_at AND o.user_id > $3))
+		) FROM me`, board, period, userID).Scan(&e.Score, &e.UpdatedAt, &meta, &e.Rank)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}
 	if err != nil {
 		return Entry{}, unavailable("rank from postgres", err)
 	}
+	if len(meta) > 0 {
+		e.Metadata = meta
+	}
 	return e, nil
 }
 
-// page reads board entries in user id order after afterUser, with nick names.
-func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit int, random bool) ([]EntryState, map[string]string, error) {
-	q := `SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at, coalesce(u.nick_name, '')
-		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
-		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY e.user_id LIMIT $4`
-	if random {
-		q = `SELECT e.board_id, e.period, e.user_id, e.score, e.version, e.reached_at, e.updated_at, coalesce(u.nick_name, '')
-		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
-		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY random() LIMIT $4`
+// Exists reports whether a board period has any entry in PostgreSQL.
+func (r *Ranks) Exists(ctx context.Context, board, period string) (bool, error) {
+	var ok bool
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2)`, board, period).Scan(&ok)
+	return ok, unavailable("board exists", err)
+}
+
+// pages returns a reader of a board period's entries in user id order, page by page, with
+// their nick names; it returns an empty page at the end.
+func (r *Ranks) pages(ctx context.Context, board, period string, size int) func() ([]EntryState, map[string]string, error) {
+	after := ""
+	return func() ([]EntryState, map[string]string, error) {
+		states, nicks, err := r.page(ctx, board, period, after, size, false)
+		if len(states) > 0 {
+			after = states[len(states)-1].UserID
+		}
+		return states, nicks, err
 	}
-	rows, err := r.pool.Query(ctx, q, board, period, afterUser, limit)
+}
+
+// page reads board entries in user id order after afterUser (or a random sample), with
+// nick names.
+func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit int, random bool) ([]EntryState, map[string]string, error) {
+	order := "e.user_id"
+	if random {
+		order = "random()"
+	}
+	rows, err := r.pool.Query(ctx, `SELECT `+entryColumns+`, coalesce(u.nick_name, '')
+		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY `+order+` LIMIT $4`, board, period, afterUser, limit)
 	if err != nil {
 		return nil, nil, unavailable("read board entries", err)
 	}
 	nicks := map[string]string{}
 	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) {
 		var s EntryState
+		var meta []byte
 		var nick string
-		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt, &nick)
+		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &nick)
+		if len(meta) > 0 {
+			s.Metadata = meta
+		}
 		if nick != "" {
 			nicks[s.UserID] = nick
 		}
@@ -99,16 +131,17 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 	return states, nicks, unavailable("read board entries", err)
 }
 
-// count returns how many entries a board holds in PostgreSQL.
+// count returns how many entries a board period holds in PostgreSQL.
 func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
 	var n int64
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM board_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
 	return n, unavailable("count board entries", err)
 }
 
-// maxSeq is the newest history sequence number: top versions after a rebuild start above
-// it, so they stay above the versions clients have seen even when Redis lost them.
-func (r *Ranks) maxSeq(ctx context.Context) (int64, error) {
+// MaxSeq is the newest history sequence number: top versions after a rebuild or a load
+// start above it, so they stay above the versions clients have seen even when Redis lost
+// them.
+func (r *Ranks) MaxSeq(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM score_history`).Scan(&n)
 	return n, unavailable("max history sequence", err)

@@ -39,11 +39,11 @@ return 0`)
 // board and no update made during the rebuild is lost. The marker is also the rebuild's
 // lock: a second rebuild of the same board and period gets ErrRebuildRunning, and only
 // the holder may swap its shadow in.
-func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) (RebuildResult, error) {
+func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResult, error) {
 	start := time.Now()
-	k := b.keys(board, period)
+	k := b.keys(t.Board, t.Period)
 	token := strconv.FormatInt(start.UnixNano(), 36) + "-" + strconv.FormatUint(rand.Uint64(), 36)
-	ok, err := b.rdb.SetNX(ctx, k[4], token, rebuildLockTTL).Result()
+	ok, err := b.rdb.SetNX(ctx, k.rebuild, token, rebuildLockTTL).Result()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: lock", err)
 	}
@@ -52,40 +52,30 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) 
 	}
 	lockCtx, stopRefresh := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRefresh()
-	go b.holdLock(lockCtx, k[4], token)
+	go b.holdLock(lockCtx, k.rebuild, token)
 
-	if err := b.rdb.Del(ctx, k[5], k[6], k[7]).Err(); err != nil {
+	if err := b.rdb.Del(ctx, k.zs, k.us, k.ns, k.ms).Err(); err != nil {
 		return RebuildResult{}, redisErr("rebuild: clear shadow", err)
 	}
-	res := RebuildResult{Board: board, Period: period}
-	after := ""
-	for {
-		states, nicks, err := src.page(ctx, board, period, after, 2000, false)
-		if err != nil {
-			return RebuildResult{}, err
-		}
-		if len(states) == 0 {
-			break
-		}
-		args := make([]any, 0, 1+6*len(states))
-		args = append(args, len(states))
-		for _, s := range states {
-			args = append(args, s.UserID, s.Score, s.Version, s.UpdatedAt.UnixMicro(), Member(s.UserID, s.ReachedAt), nicks[s.UserID])
-		}
-		if err := loadScript.Run(ctx, b.rdb, k[5:8], args...).Err(); err != nil {
-			return RebuildResult{}, redisErr("rebuild: load", err)
-		}
+	res := RebuildResult{Board: t.Board, Period: t.Period}
+	next := src.pages(ctx, t.Board, t.Period, 2000)
+	counted := func() ([]EntryState, map[string]string, error) {
+		states, nicks, err := next()
 		res.Entries += int64(len(states))
-		after = states[len(states)-1].UserID
+		return states, nicks, err
 	}
-	seq, err := src.maxSeq(ctx)
+	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms}, counted); err != nil {
+		return RebuildResult{}, err
+	}
+	seq, err := src.MaxSeq(ctx)
 	if err != nil {
 		return RebuildResult{}, err
 	}
 	// Strictly above the newest event's seq (the top an apply writes has a version of at
 	// least its batch's seq), so the rebuilt top reads as newer than the one that event
 	// produced even when Redis lost the top and its version.
-	out, err := swapScript.Run(ctx, b.rdb, k, b.topN, seq+1, time.Now().UnixMicro(), token).Slice()
+	out, err := swapScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
+		b.topN, seq+1, time.Now().UnixMicro(), token, t.TTL.Milliseconds()).Slice()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: swap", err)
 	}
@@ -94,6 +84,17 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, board, period string) 
 	}
 	res.Version, res.Duration = out[1].(int64), time.Since(start)
 	return res, nil
+}
+
+// Reload loads a board period that is not in Redis (never loaded, expired, or lost) from
+// PostgreSQL, and marks it loaded: load on demand, for readers and the projector alike.
+// Concurrent reloads of one period are harmless (the writes are version-guarded).
+func (b *Boards) Reload(ctx context.Context, src *Ranks, t Target) (Top, error) {
+	seq, err := src.MaxSeq(ctx)
+	if err != nil {
+		return Top{}, err
+	}
+	return b.Load(ctx, t, src.pages(ctx, t.Board, t.Period, 2000), seq+1)
 }
 
 // holdLock refreshes the rebuild lock until ctx ends.
@@ -118,12 +119,26 @@ type Maintenance struct {
 	Audit  *AuditLog
 }
 
-// Rebuild rebuilds a board's Redis state from PostgreSQL; actor is who asked.
-func (m Maintenance) Rebuild(ctx context.Context, actor, board, period string) (RebuildResult, error) {
-	res, err := m.Boards.Rebuild(ctx, m.Ranks, board, period)
+// Rebuild rebuilds a board period's Redis state from PostgreSQL; actor is who asked.
+func (m Maintenance) Rebuild(ctx context.Context, actor string, t Target) (RebuildResult, error) {
+	res, err := m.Boards.Rebuild(ctx, m.Ranks, t)
 	if err != nil {
 		return res, err
 	}
-	return res, m.Audit.Record(ctx, AuditEntry{Actor: actor, Action: "board.rebuild", Target: board + "/" + period,
+	return res, m.Audit.Record(ctx, AuditEntry{Actor: actor, Action: "board.rebuild", Target: t.Board + "/" + t.Period,
 		Detail: map[string]any{"entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()}})
+}
+
+// Mirror is the projector's view of Redis: Boards, with Reload reading from Ranks.
+type Mirror struct {
+	*Boards
+	Ranks *Ranks
+}
+
+// Reload loads a board period from PostgreSQL into Redis.
+func (m Mirror) Reload(ctx context.Context, t Target) (Top, error) { return m.Boards.Reload(ctx, m.Ranks, t) }
+
+// Exists reports whether PostgreSQL has any entry of a board period.
+func (m Mirror) Exists(ctx context.Context, board, period string) (bool, error) {
+	return m.Ranks.Exists(ctx, board, period)
 }

@@ -21,13 +21,16 @@ func TestRebuildLosesNoConcurrentUpdate(t *testing.T) {
 	rdb, prefix := newTestRedis(t)
 	ctx := testContext(t)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || lpad(i::text, 6, '0'), i % 997, 1, now() - i * interval '1 ms', now()
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || lpad(i::text, 6, '0'), i % 997, i % 997, 1, now() - i * interval '1 ms', now()
 		FROM generate_series(1, 20000) AS i`); err != nil {
 		t.Fatal(err)
 	}
 	boards := storage.NewBoards(rdb, prefix, 100)
 	ranks := storage.NewRanks(pool)
+	if _, err := boards.Reload(ctx, ranks, global); err != nil {
+		t.Fatal(err)
+	}
 
 	var stop atomic.Bool
 	var updates atomic.Int64
@@ -40,15 +43,15 @@ func TestRebuildLosesNoConcurrentUpdate(t *testing.T) {
 			user := fmt.Sprintf("u%06d", i)
 			var s storage.EntryState
 			err := pool.QueryRow(context.Background(), `
-				UPDATE board_entries SET score = score + 1000, version = version + 1, reached_at = now(), updated_at = now()
+				UPDATE board_entries SET score = score + 1000, sort_key = sort_key + 1000, version = version + 1, reached_at = now(), updated_at = now()
 				WHERE board_id = 'global' AND period = 'all_time' AND user_id = $1
-				RETURNING board_id, period, user_id, score, version, reached_at, updated_at`, user).
-				Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt)
+				RETURNING board_id, period, user_id, score, sort_key, version, reached_at, updated_at`, user).
+				Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if _, _, err := boards.Apply(context.Background(), "global", "all_time", []storage.EntryState{s}, nil, 0); err != nil {
+			if _, _, err := boards.Apply(context.Background(), global, []storage.EntryState{s}, nil, 0); err != nil {
 				t.Error(err)
 				return
 			}
@@ -57,7 +60,7 @@ func TestRebuildLosesNoConcurrentUpdate(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	before := updates.Load()
-	res, err := boards.Rebuild(ctx, ranks, "global", "all_time")
+	res, err := boards.Rebuild(ctx, ranks, global)
 	during := updates.Load() - before
 	stop.Store(true)
 	wg.Wait()
@@ -77,7 +80,7 @@ func TestRebuildLosesNoConcurrentUpdate(t *testing.T) {
 	if !rep.Consistent {
 		t.Fatalf("after a rebuild with %d concurrent updates: %+v", during, rep)
 	}
-	if n, _ := rdb.Exists(ctx, prefix+":{global:all_time}:rebuild").Result(); n != 0 {
+	if n, _ := rdb.Exists(ctx, prefix+":{global}:all_time:rebuild").Result(); n != 0 {
 		t.Fatal("rebuild marker left behind")
 	}
 }
@@ -100,27 +103,30 @@ func TestRebuildVersionAfterRedisLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
 		t.Fatal(err)
 	}
 	ranks := storage.NewRanks(pool)
 	boards := storage.NewBoards(rdb, prefix, 100)
 	var states []storage.EntryState
-	rows, err := pool.Query(ctx, `SELECT user_id, score, version, reached_at, updated_at FROM board_entries`)
+	rows, err := pool.Query(ctx, `SELECT user_id, score, sort_key, version, reached_at, updated_at FROM board_entries`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		s := storage.EntryState{Board: "global", Period: "all_time"}
-		if err := rows.Scan(&s.UserID, &s.Score, &s.Version, &s.ReachedAt, &s.UpdatedAt); err != nil {
+		if err := rows.Scan(&s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt); err != nil {
 			t.Fatal(err)
 		}
 		states = append(states, s)
 	}
 	rows.Close()
 	// The projector's apply of the batch that ended at seq.
-	top, _, err := boards.Apply(ctx, "global", "all_time", states, nil, seq)
+	if _, err := boards.Load(ctx, global, noPages, 0); err != nil {
+		t.Fatal(err)
+	}
+	top, _, err := boards.Apply(ctx, global, states, nil, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +134,7 @@ func TestRebuildVersionAfterRedisLoss(t *testing.T) {
 	for iter.Next(ctx) {
 		rdb.Del(ctx, iter.Val())
 	}
-	res, err := boards.Rebuild(ctx, ranks, "global", "all_time")
+	res, err := boards.Rebuild(ctx, ranks, global)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,28 +152,28 @@ func TestRebuildLock(t *testing.T) {
 	rdb, prefix := newTestRedis(t)
 	ctx := testContext(t)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
 		t.Fatal(err)
 	}
 	ranks := storage.NewRanks(pool)
 	boards := storage.NewBoards(rdb, prefix, 100)
-	marker := prefix + ":{global:all_time}:rebuild"
+	marker := prefix + ":{global}:all_time:rebuild"
 	rdb.Set(ctx, marker, "another-rebuild", time.Minute)
-	if _, err := boards.Rebuild(ctx, ranks, "global", "all_time"); !errors.Is(err, storage.ErrRebuildRunning) {
+	if _, err := boards.Rebuild(ctx, ranks, global); !errors.Is(err, storage.ErrRebuildRunning) {
 		t.Fatalf("rebuild while another holds the lock: %v, want ErrRebuildRunning", err)
 	}
-	if n := rdb.Exists(ctx, prefix+":{global:all_time}:z").Val(); n != 0 {
+	if n := rdb.Exists(ctx, prefix+":{global}:all_time:z").Val(); n != 0 {
 		t.Fatalf("the refused rebuild wrote the board")
 	}
 	if got := rdb.Get(ctx, marker).Val(); got != "another-rebuild" {
 		t.Fatalf("the refused rebuild touched the lock: %q", got)
 	}
-	if _, err := boards.Rebuild(ctx, ranks, "global", "2026-01-01"); err != nil {
+	if _, err := boards.Rebuild(ctx, ranks, storage.Target{Board: "global", Period: "2026-01-01"}); err != nil {
 		t.Fatalf("another period is not locked: %v", err)
 	}
 	rdb.Del(ctx, marker)
-	res, err := boards.Rebuild(ctx, ranks, "global", "all_time")
+	res, err := boards.Rebuild(ctx, ranks, global)
 	if err != nil || res.Entries != 5 {
 		t.Fatalf("rebuild after the lock was freed: %+v, %v", res, err)
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,15 +13,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis layout, per board and period (the braces keep one board in one cluster slot):
+// Redis layout, per board (the braces keep all of a board's keys in one cluster slot) and
+// period:
 //
-//	{prefix}:{board:period}:z    sorted set; member "<16 hex of MaxInt64-reached µs>:<user>", score = score
-//	{prefix}:{board:period}:u    hash user -> "score|version|updated µs|member"
-//	{prefix}:{board:period}:n    hash user -> nick name
-//	{prefix}:{board:period}:top  hash version, digest, updated (µs), body (one entry a line)
+//	{prefix}:{board}:{period}:z    sorted set; member "<16 hex of MaxInt64-reached µs>:<user>", score = sort key
+//	{prefix}:{board}:{period}:u    hash user -> "value|version|updated µs|member"
+//	{prefix}:{board}:{period}:n    hash user -> nick name
+//	{prefix}:{board}:{period}:m    hash user -> metadata (JSON), for entries that have some
+//	{prefix}:{board}:{period}:top  hash version, digest, updated (µs), body: the cached top-N;
+//	                               its presence marks the period as loaded
+//	{prefix}:{board}:ver           the board's version counter (every period's top versions)
 //
-// Equal scores order by member, descending: the entry that reached the score first has
-// the larger inverted time and ranks higher.
+// Higher sort keys rank first (the value on desc boards, its negation on asc ones). Equal
+// sort keys order by member, descending: the entry that reached the value first has the
+// larger inverted time and ranks higher.
+
+// ErrNotLoaded is returned when a board period is not in Redis (never loaded, expired, or
+// lost): load it from PostgreSQL, or read PostgreSQL.
+var ErrNotLoaded = errors.New("board period not loaded in Redis")
 
 // Entry is one ranked entry read from Redis.
 type Entry struct {
@@ -29,6 +39,7 @@ type Entry struct {
 	Score     int64
 	NickName  string
 	UpdatedAt time.Time
+	Metadata  json.RawMessage
 }
 
 // Top is a board's cached top-N.
@@ -36,6 +47,14 @@ type Top struct {
 	Version   int64
 	UpdatedAt time.Time
 	Entries   []Entry
+}
+
+// Target names a board period to write, and how long its keys live after the write.
+type Target struct {
+	Board  string
+	Period string
+	// TTL is how long Redis keeps the period after this write (0: forever).
+	TTL time.Duration
 }
 
 // Boards is the Redis side of the leaderboards.
@@ -53,10 +72,16 @@ func NewBoards(rdb redis.UniversalClient, prefix string, topN int) *Boards {
 // TopN is the size of the cached top.
 func (b *Boards) TopN() int { return b.topN }
 
-// keys returns z, u, n, top, the rebuild marker and the shadow z, u, n of a board.
-func (b *Boards) keys(board, period string) []string {
-	base := b.prefix + ":{" + board + ":" + period + "}:"
-	return []string{base + "z", base + "u", base + "n", base + "top", base + "rebuild", base + "z~", base + "u~", base + "n~"}
+// keys of a board period, by name.
+type keys struct {
+	z, u, n, m, top, rebuild, zs, us, ns, ms, ver string
+}
+
+func (b *Boards) keys(board, period string) keys {
+	tag := b.prefix + ":{" + board + "}:"
+	base := tag + period + ":"
+	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
+		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver"}
 }
 
 // Member is the sorted-set member of a user's entry.
@@ -64,18 +89,30 @@ func Member(userID string, reachedAt time.Time) string {
 	return fmt.Sprintf("%016x:%s", uint64(math.MaxInt64-reachedAt.UnixMicro()), userID)
 }
 
-// Apply mirrors the given absolute states of one board and period into Redis (older
-// versions than what Redis holds are ignored), recomputes the cached top-N and reports
-// whether it changed. minVersion lets the caller push the top version forward.
-func (b *Boards) Apply(ctx context.Context, board, period string, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
-	args := make([]any, 0, 4+6*len(states))
-	args = append(args, b.topN, minVersion, time.Now().UnixMicro(), len(states))
+// entryArgs appends the script arguments of entry states: user, value, sort key,
+// version, updated µs, member, nick name, metadata.
+func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 	for _, s := range states {
-		args = append(args, s.UserID, s.Score, s.Version, s.UpdatedAt.UnixMicro(), Member(s.UserID, s.ReachedAt), nicks[s.UserID])
+		args = append(args, s.UserID, s.Score, s.SortKey, s.Version, s.UpdatedAt.UnixMicro(), Member(s.UserID, s.ReachedAt), nicks[s.UserID], string(s.Metadata))
 	}
-	res, err := applyScript.Run(ctx, b.rdb, b.keys(board, period), args...).Slice()
+	return args
+}
+
+// Apply mirrors the given absolute states of one board period into Redis (older versions
+// than what Redis holds are ignored), recomputes the cached top-N and reports whether it
+// changed. minVersion lets the caller push the top version forward. It returns
+// ErrNotLoaded, writing nothing, when the period is not loaded.
+func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
+	k := b.keys(t.Board, t.Period)
+	args := make([]any, 0, 5+8*len(states))
+	args = append(args, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds(), len(states))
+	args = entryArgs(args, states, nicks)
+	res, err := applyScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args...).Slice()
 	if err != nil {
 		return Top{}, false, redisErr("apply entries", err)
+	}
+	if res[0].(int64) == -2 {
+		return Top{}, false, ErrNotLoaded
 	}
 	top, err := parseTop(res[1], res[2], res[3])
 	if err != nil {
@@ -84,15 +121,48 @@ func (b *Boards) Apply(ctx context.Context, board, period string, states []Entry
 	return top, res[0].(int64) == 1, nil
 }
 
-// Top returns the cached top of a board, limited to limit entries. An empty board has
-// version 0 and no entries.
+// Load writes a whole board period into Redis from states (all of its entries, read from
+// PostgreSQL, in pages through next) and marks it loaded with a new top version of at
+// least minVersion. Entries written meanwhile by the projector win by version.
+func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion int64) (Top, error) {
+	k := b.keys(t.Board, t.Period)
+	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m}, next); err != nil {
+		return Top{}, err
+	}
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
+	if err != nil {
+		return Top{}, redisErr("load: seal", err)
+	}
+	return parseTop(res[1], res[2], res[3])
+}
+
+// loadPages writes every page next returns into the given z, u, n, m keys.
+func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error)) error {
+	for {
+		states, nicks, err := next()
+		if err != nil {
+			return err
+		}
+		if len(states) == 0 {
+			return nil
+		}
+		args := make([]any, 0, 1+8*len(states))
+		args = append(args, len(states))
+		if err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Err(); err != nil {
+			return redisErr("load entries", err)
+		}
+	}
+}
+
+// Top returns the cached top of a board period, limited to limit entries, or
+// ErrNotLoaded.
 func (b *Boards) Top(ctx context.Context, board, period string, limit int) (Top, error) {
-	res, err := b.rdb.HMGet(ctx, b.keys(board, period)[3], "version", "updated", "body").Result()
+	res, err := b.rdb.HMGet(ctx, b.keys(board, period).top, "version", "updated", "body").Result()
 	if err != nil {
 		return Top{}, redisErr("read top", err)
 	}
 	if res[0] == nil {
-		return Top{}, nil
+		return Top{}, ErrNotLoaded
 	}
 	top, err := parseTop(res[0], res[1], res[2])
 	if err != nil {
@@ -104,26 +174,34 @@ func (b *Boards) Top(ctx context.Context, board, period string, limit int) (Top,
 	return top, nil
 }
 
-// User returns a user's entry with its 1-based rank, or ErrNotFound.
+// User returns a user's entry with its 1-based rank, ErrNotFound, or ErrNotLoaded.
 func (b *Boards) User(ctx context.Context, board, period, userID string) (Entry, error) {
 	k := b.keys(board, period)
-	res, err := userScript.Run(ctx, b.rdb, []string{k[0], k[1]}, userID).Slice()
+	res, err := userScript.Run(ctx, b.rdb, []string{k.z, k.u, k.m, k.top}, userID).Result()
 	if errors.Is(err, redis.Nil) {
 		return Entry{}, ErrNotFound
 	}
 	if err != nil {
 		return Entry{}, redisErr("read user", err)
 	}
-	parts := strings.SplitN(res[0].(string), "|", 4)
+	fields, ok := res.([]any)
+	if !ok {
+		return Entry{}, ErrNotLoaded
+	}
+	parts := strings.SplitN(fields[0].(string), "|", 4)
 	if len(parts) != 4 {
-		return Entry{}, fmt.Errorf("read user: malformed entry %q", res[0])
+		return Entry{}, fmt.Errorf("read user: malformed entry %q", fields[0])
 	}
 	score, err1 := strconv.ParseInt(parts[0], 10, 64)
 	updated, err2 := strconv.ParseInt(parts[2], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
 		return Entry{}, fmt.Errorf("read user: %w", err)
 	}
-	return Entry{Rank: res[1].(int64) + 1, UserID: userID, Score: score, UpdatedAt: time.UnixMicro(updated).UTC()}, nil
+	e := Entry{Rank: fields[1].(int64) + 1, UserID: userID, Score: score, UpdatedAt: time.UnixMicro(updated).UTC()}
+	if meta, _ := fields[2].(string); meta != "" {
+		e.Metadata = json.RawMessage(meta)
+	}
+	return e, nil
 }
 
 // Ping checks that Redis answers.
@@ -141,16 +219,20 @@ func parseTop(version, updated, body any) (Top, error) {
 		return top, nil
 	}
 	for i, line := range strings.Split(s, "\n") {
-		f := strings.SplitN(line, "\t", 4)
-		if len(f) != 4 {
+		f := strings.SplitN(line, "\t", 5)
+		if len(f) != 5 {
 			return Top{}, fmt.Errorf("parse top: malformed line %q", line)
 		}
-		score, err1 := strconv.ParseFloat(f[1], 64)
+		score, err1 := strconv.ParseInt(f[1], 10, 64)
 		upd, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
 			return Top{}, fmt.Errorf("parse top: %w", err)
 		}
-		top.Entries = append(top.Entries, Entry{Rank: int64(i + 1), UserID: f[0], Score: int64(score), UpdatedAt: time.UnixMicro(upd).UTC(), NickName: f[3]})
+		e := Entry{Rank: int64(i + 1), UserID: f[0], Score: score, UpdatedAt: time.UnixMicro(upd).UTC(), NickName: f[3]}
+		if f[4] != "" {
+			e.Metadata = json.RawMessage(f[4])
+		}
+		top.Entries = append(top.Entries, e)
 	}
 	return top, nil
 }

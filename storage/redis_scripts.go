@@ -2,13 +2,14 @@ package storage
 
 import "github.com/redis/go-redis/v9"
 
-// The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board and
-// period (one hash tag, so one cluster slot); see redis.go for the key layout.
+// The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board (one
+// hash tag, so one cluster slot); see redis.go for the key layout.
 
-// upsertLua defines upsert(z, u, n, ...): the version-guarded write of one absolute
-// entry state; it returns true when the user's nick name changed.
+// upsertLua defines upsert(z, u, n, m, ...): the version-guarded write of one absolute
+// entry state; it returns true when the top would show something new about the user (a
+// nick name or metadata change).
 const upsertLua = `
-local function upsert(z, u, n, user, score, version, updated, member, nick)
+local function upsert(z, u, n, m, user, score, sortkey, version, updated, member, nick, meta)
   local renamed = false
   if nick ~= '' and redis.call('HGET', n, user) ~= nick then
     redis.call('HSET', n, user, nick)
@@ -24,17 +25,26 @@ local function upsert(z, u, n, user, score, version, updated, member, nick)
       redis.call('ZREM', z, cm)
     end
   end
-  redis.call('ZADD', z, score, member)
+  redis.call('ZADD', z, sortkey, member)
   redis.call('HSET', u, user, score .. '|' .. version .. '|' .. updated .. '|' .. member)
+  if meta == '' then
+    if redis.call('HDEL', m, user) == 1 then renamed = true end
+  elseif redis.call('HGET', m, user) ~= meta then
+    redis.call('HSET', m, user, meta)
+    renamed = true
+  end
   return renamed
 end
 `
 
-// topLua defines refreshTop(z, u, n, top, topN, minVersion, now, force): it recomputes
-// the cached top-N and bumps its version when it changed (or when force is set), and
-// returns {changed, version, updated, body}.
+// topLua defines refreshTop(z, u, n, m, top, ver, topN, minVersion, now, force): it
+// recomputes the cached top-N and, when its members or their order changed (or force is
+// set: a nick name or metadata changed), gives it the next version of the board (the
+// board-wide counter ver, so versions rise across periods too, never below minVersion).
+// It returns {changed, version, updated, body}; a body line is user TAB score TAB updated
+// TAB nick TAB metadata.
 const topLua = `
-local function refreshTop(z, u, n, topKey, topN, minVersion, now, force)
+local function refreshTop(z, u, n, m, topKey, ver, topN, minVersion, now, force)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
   local digest = table.concat(top, ',')
   local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated', 'body')
@@ -44,74 +54,105 @@ local function refreshTop(z, u, n, topKey, topN, minVersion, now, force)
   end
   local lines = {}
   for k = 1, #top, 2 do
-    local member, score = top[k], top[k+1]
-    local user = string.sub(member, 18)
+    local user = string.sub(top[k], 18)
     local h = redis.call('HGET', u, user) or ''
-    local _, _, upd = string.match(h, '^([^|]*)|([^|]*)|([^|]*)|')
+    local score, _, upd = string.match(h, '^([^|]*)|([^|]*)|([^|]*)|')
     local nick = redis.call('HGET', n, user) or ''
-    lines[#lines + 1] = user .. '\t' .. score .. '\t' .. (upd or '0') .. '\t' .. nick
+    local md = redis.call('HGET', m, user) or ''
+    lines[#lines + 1] = user .. '\t' .. (score or '0') .. '\t' .. (upd or '0') .. '\t' .. nick .. '\t' .. md
   end
-  local version = math.max(curVersion + 1, minVersion)
   local body = table.concat(lines, '\n')
+  local version = math.max(redis.call('INCR', ver), minVersion, curVersion + 1)
+  redis.call('SET', ver, version)
   redis.call('HSET', topKey, 'version', version, 'digest', digest, 'updated', now, 'body', body)
   return {1, version, now, body}
 end
 `
 
-// applyScript mirrors absolute entry states with a version guard (into the shadow keys
-// too while a rebuild runs), then refreshes the cached top-N.
-// KEYS: z, u, n, top, rebuild marker, shadow z, shadow u, shadow n.
-// ARGV: topN, minVersion, now µs, count, then count × (user, score, version, updated µs, member, nick).
-var applyScript = redis.NewScript(upsertLua + topLua + `
-local topN, minVersion, now, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local rebuilding = redis.call('EXISTS', KEYS[5]) == 1
-local renamed = false
-local i = 5
-for _ = 1, count do
-  local user, score, version, updated, member, nick = ARGV[i], ARGV[i+1], tonumber(ARGV[i+2]), ARGV[i+3], ARGV[i+4], ARGV[i+5]
-  i = i + 6
-  if upsert(KEYS[1], KEYS[2], KEYS[3], user, score, version, updated, member, nick) then renamed = true end
-  if rebuilding then upsert(KEYS[6], KEYS[7], KEYS[8], user, score, version, updated, member, nick) end
+// expireLua defines expire(keys, ttl, first, last): the board's keys live ttl ms after
+// the last write (0: forever); the top, whose presence marks a loaded board, goes a second
+// before the rest, so no reader sees a top over missing entries.
+const expireLua = `
+local function expire(topKey, ttl, first, last)
+  if ttl <= 0 then return end
+  for k = first, last do redis.call('PEXPIRE', KEYS[k], ttl) end
+  redis.call('PEXPIRE', topKey, math.max(ttl - 1000, 1))
 end
-return refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], topN, minVersion, now, renamed)
+`
+
+// applyScript mirrors absolute entry states with a version guard (into the shadow keys
+// too while a rebuild runs), then refreshes the cached top-N. It writes nothing and
+// returns {-2} when the board is not loaded (no top): the caller loads it from PostgreSQL.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver.
+// ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, score, sortkey,
+// version, updated µs, member, nick, metadata).
+var applyScript = redis.NewScript(upsertLua + topLua + expireLua + `
+if redis.call('EXISTS', KEYS[5]) == 0 then return {-2} end
+local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local rebuilding = redis.call('EXISTS', KEYS[6]) == 1
+local renamed = false
+local i = 6
+for _ = 1, count do
+  local user, score, sortkey, version, updated, member, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
+  i = i + 8
+  if upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], user, score, sortkey, version, updated, member, nick, meta) then renamed = true end
+  if rebuilding then upsert(KEYS[7], KEYS[8], KEYS[9], KEYS[10], user, score, sortkey, version, updated, member, nick, meta) end
+end
+local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
+expire(KEYS[5], ttl, 1, 4)
+return res
 `)
 
-// loadScript writes entry states into the shadow keys of a rebuild (version-guarded, so
-// newer states the projector wrote meanwhile win). KEYS: shadow z, u, n. ARGV as apply's
-// entries, after the count.
+// loadScript writes entry states (version-guarded, so newer states the projector wrote
+// meanwhile win) into a board's keys: the live ones when loading on demand, the shadow
+// ones during a rebuild. KEYS: z, u, n, m. ARGV: count, then entries as apply's.
 var loadScript = redis.NewScript(upsertLua + `
 local count = tonumber(ARGV[1])
 local i = 2
 for _ = 1, count do
-  upsert(KEYS[1], KEYS[2], KEYS[3], ARGV[i], ARGV[i+1], tonumber(ARGV[i+2]), ARGV[i+3], ARGV[i+4], ARGV[i+5])
-  i = i + 6
+  upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7])
+  i = i + 8
 end
 return count
 `)
 
+// sealScript ends a load on demand: it computes the top (which marks the board loaded)
+// with a new version and sets the keys' lifetime.
+// KEYS: z, u, n, m, top, ver. ARGV: topN, minVersion, now µs, ttl ms.
+var sealScript = redis.NewScript(topLua + expireLua + `
+local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
+expire(KEYS[5], tonumber(ARGV[4]), 1, 4)
+return res
+`)
+
 // swapScript replaces the live board with the shadow one in one step, ends the rebuild
-// and refreshes the top with a version above every earlier one. It does nothing and
-// returns {-1} unless the rebuild marker still holds the caller's token.
-// KEYS: z, u, n, top, rebuild marker, shadow z, shadow u, shadow n. ARGV: topN, minVersion, now µs, token.
-var swapScript = redis.NewScript(topLua + `
-if redis.call('GET', KEYS[5]) ~= ARGV[4] then return {-1, 0} end
-for k = 1, 3 do
-  if redis.call('EXISTS', KEYS[k + 5]) == 1 then
-    redis.call('RENAME', KEYS[k + 5], KEYS[k])
+// and refreshes the top with a new version. It does nothing and returns {-1} unless the
+// rebuild marker still holds the caller's token.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver. ARGV: topN, minVersion, now µs, token, ttl ms.
+var swapScript = redis.NewScript(topLua + expireLua + `
+if redis.call('GET', KEYS[6]) ~= ARGV[4] then return {-1, 0} end
+for k = 1, 4 do
+  if redis.call('EXISTS', KEYS[k + 6]) == 1 then
+    redis.call('RENAME', KEYS[k + 6], KEYS[k])
   else
     redis.call('DEL', KEYS[k])
   end
 end
-redis.call('DEL', KEYS[5])
-return refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
+redis.call('DEL', KEYS[6])
+local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
+expire(KEYS[5], tonumber(ARGV[5]), 1, 4)
+return res
 `)
 
-// userScript returns {"score|version|updated|member", zero-based rank} or nil.
+// userScript returns {"score|version|updated|member", zero-based rank, metadata}, false
+// when the user has no entry, or -1 when the board is not loaded.
+// KEYS: z, u, m, top.
 var userScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
 local h = redis.call('HGET', KEYS[2], ARGV[1])
 if not h then return false end
 local member = string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$')
 local rank = redis.call('ZREVRANK', KEYS[1], member)
 if not rank then return false end
-return {h, rank}
+return {h, rank, redis.call('HGET', KEYS[3], ARGV[1]) or ''}
 `)

@@ -18,19 +18,36 @@ type boardsFixture struct {
 	boards *storage.Boards
 }
 
+// newBoardsFixture has global/all_time loaded (empty).
 func newBoardsFixture(t *testing.T, topN int) *boardsFixture {
 	t.Helper()
 	rdb, prefix := newTestRedis(t)
-	return &boardsFixture{t: t, rdb: rdb, prefix: prefix, boards: storage.NewBoards(rdb, prefix, topN)}
+	f := &boardsFixture{t: t, rdb: rdb, prefix: prefix, boards: storage.NewBoards(rdb, prefix, topN)}
+	f.load("global", "all_time")
+	return f
 }
 
+// load marks a board period loaded, with no entries.
+func (f *boardsFixture) load(board, period string) storage.Top {
+	f.t.Helper()
+	top, err := f.boards.Load(testContext(f.t), storage.Target{Board: board, Period: period}, noPages, 0)
+	if err != nil {
+		f.t.Fatalf("Load: %v", err)
+	}
+	return top
+}
+
+func noPages() ([]storage.EntryState, map[string]string, error) { return nil, nil, nil }
+
+var global = storage.Target{Board: "global", Period: "all_time"}
+
 func state(user string, score, version int64, reached time.Time) storage.EntryState {
-	return storage.EntryState{Board: "global", Period: "all_time", UserID: user, Score: score, Version: version, ReachedAt: reached, UpdatedAt: reached}
+	return storage.EntryState{Board: "global", Period: "all_time", UserID: user, Score: score, SortKey: score, Version: version, ReachedAt: reached, UpdatedAt: reached}
 }
 
 func (f *boardsFixture) apply(minVersion int64, nicks map[string]string, states ...storage.EntryState) (storage.Top, bool) {
 	f.t.Helper()
-	top, changed, err := f.boards.Apply(testContext(f.t), "global", "all_time", states, nicks, minVersion)
+	top, changed, err := f.boards.Apply(testContext(f.t), global, states, nicks, minVersion)
 	if err != nil {
 		f.t.Fatalf("Apply: %v", err)
 	}
@@ -58,7 +75,7 @@ func (f *boardsFixture) user(id string) storage.Entry {
 // zcard counts the members of the board's sorted set (layout documented in redis.go).
 func (f *boardsFixture) zcard() int64 {
 	f.t.Helper()
-	n, err := f.rdb.ZCard(testContext(f.t), f.prefix+":{global:all_time}:z").Result()
+	n, err := f.rdb.ZCard(testContext(f.t), f.prefix+":{global}:all_time:z").Result()
 	if err != nil {
 		f.t.Fatalf("ZCARD: %v", err)
 	}
@@ -168,7 +185,7 @@ func TestBoardsMovedMemberIsNotDuplicated(t *testing.T) {
 	if n := f.zcard(); n != 3 {
 		t.Errorf("ZCARD = %d, want 3 (one member per user)", n)
 	}
-	old, err := f.rdb.ZScore(testContext(t), f.prefix+":{global:all_time}:z", storage.Member("a", at(10))).Result()
+	old, err := f.rdb.ZScore(testContext(t), f.prefix+":{global}:all_time:z", storage.Member("a", at(10))).Result()
 	if !errors.Is(err, redis.Nil) {
 		t.Errorf("the replaced member of a is still there (score %v, err %v)", old, err)
 	}
@@ -276,8 +293,8 @@ func TestBoardsTopLimitAndTopN(t *testing.T) {
 func TestBoardsEmptyAndUnknown(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	if top := f.top(10); top.Version != 0 || len(top.Entries) != 0 {
-		t.Errorf("Top of an empty board = %+v, want version 0 and no entries", top)
+	if top := f.top(10); len(top.Entries) != 0 {
+		t.Errorf("Top of an empty board = %+v, want no entries", top)
 	}
 	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("User on an empty board: err = %v, want ErrNotFound", err)
@@ -286,8 +303,8 @@ func TestBoardsEmptyAndUnknown(t *testing.T) {
 	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("unknown user: err = %v, want ErrNotFound", err)
 	}
-	if _, err := f.boards.User(testContext(t), "points", "all_time", "a"); !errors.Is(err, storage.ErrNotFound) {
-		t.Errorf("user of another board: err = %v, want ErrNotFound", err)
+	if _, err := f.boards.User(testContext(t), "points", "all_time", "a"); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Errorf("user of another board, not loaded: err = %v, want ErrNotLoaded", err)
 	}
 	if err := f.boards.Ping(testContext(t)); err != nil {
 		t.Errorf("Ping: %v", err)
@@ -316,10 +333,12 @@ func TestBoardsBoardsAndPeriodsAreSeparate(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
 	ctx := testContext(t)
-	if _, _, err := f.boards.Apply(ctx, "daily", "2025-03-01", []storage.EntryState{{Board: "daily", Period: "2025-03-01", UserID: "a", Score: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}}, nil, 0); err != nil {
+	f.load("daily", "2025-03-01")
+	f.load("daily", "2025-03-02")
+	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-01"}, []storage.EntryState{{Board: "daily", Period: "2025-03-01", UserID: "a", Score: 5, SortKey: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.boards.Apply(ctx, "daily", "2025-03-02", []storage.EntryState{{Board: "daily", Period: "2025-03-02", UserID: "b", Score: 7, Version: 1, ReachedAt: at(2), UpdatedAt: at(2)}}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-02"}, []storage.EntryState{{Board: "daily", Period: "2025-03-02", UserID: "b", Score: 7, SortKey: 7, Version: 1, ReachedAt: at(2), UpdatedAt: at(2)}}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	top, err := f.boards.Top(ctx, "daily", "2025-03-01", 10)
@@ -328,5 +347,129 @@ func TestBoardsBoardsAndPeriodsAreSeparate(t *testing.T) {
 	}
 	if _, err := f.boards.User(ctx, "daily", "2025-03-01", "b"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("b found on the wrong period: %v", err)
+	}
+}
+
+// TestBoardsLoadOnDemand: a period that is not in Redis answers ErrNotLoaded to writes and
+// reads alike (writing nothing), until a load marks it loaded with its entries.
+func TestBoardsLoadOnDemand(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := newTestRedis(t)
+	b := storage.NewBoards(rdb, prefix, 10)
+	ctx := testContext(t)
+	day := storage.Target{Board: "daily", Period: "2026-01-01"}
+	s := storage.EntryState{Board: "daily", Period: "2026-01-01", UserID: "a", Score: 5, SortKey: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}
+	if _, _, err := b.Apply(ctx, day, []storage.EntryState{s}, nil, 0); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Fatalf("Apply to a period not loaded: %v, want ErrNotLoaded", err)
+	}
+	if keys := rdb.Keys(ctx, prefix+":*").Val(); len(keys) != 0 {
+		t.Fatalf("the refused Apply wrote %v", keys)
+	}
+	if _, err := b.Top(ctx, "daily", "2026-01-01", 10); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Errorf("Top of a period not loaded: %v", err)
+	}
+	if _, err := b.User(ctx, "daily", "2026-01-01", "a"); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Errorf("User of a period not loaded: %v", err)
+	}
+	pages := [][]storage.EntryState{{s, {Board: "daily", Period: "2026-01-01", UserID: "b", Score: 9, SortKey: 9, Version: 2, ReachedAt: at(2), UpdatedAt: at(3), Metadata: []byte(`{"car":"red"}`)}}}
+	next := func() ([]storage.EntryState, map[string]string, error) {
+		if len(pages) == 0 {
+			return nil, nil, nil
+		}
+		p := pages[0]
+		pages = pages[1:]
+		return p, map[string]string{"b": "Bea"}, nil
+	}
+	top, err := b.Load(ctx, day, next, 40)
+	if err != nil || top.Version < 40 || len(top.Entries) != 2 || top.Entries[0].UserID != "b" || top.Entries[0].NickName != "Bea" || string(top.Entries[0].Metadata) != `{"car":"red"}` {
+		t.Fatalf("Load: %+v, %v", top, err)
+	}
+	e, err := b.User(ctx, "daily", "2026-01-01", "b")
+	if err != nil || e.Rank != 1 || e.Score != 9 || string(e.Metadata) != `{"car":"red"}` {
+		t.Fatalf("User(b) after the load: %+v, %v", e, err)
+	}
+	if _, err := b.User(ctx, "daily", "2026-01-01", "nobody"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("unknown user of a loaded period: %v, want ErrNotFound", err)
+	}
+}
+
+// TestBoardsVersionsRiseAcrossPeriods: every period of a board draws its top versions from
+// one counter, so a new period's top is newer than anything an older period showed.
+func TestBoardsVersionsRiseAcrossPeriods(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	var last int64
+	for i, p := range []string{"2026-01-01", "2026-01-02", "2026-01-01", "2026-01-03"} {
+		top := f.load("daily", p)
+		if i > 0 && top.Version <= last {
+			t.Fatalf("period %s loaded with version %d after %d", p, top.Version, last)
+		}
+		st := storage.EntryState{Board: "daily", Period: p, UserID: fmt.Sprint("u", i), Score: 1, SortKey: 1, Version: 1, ReachedAt: at(i), UpdatedAt: at(i)}
+		top, changed, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: p}, []storage.EntryState{st}, nil, 0)
+		if err != nil || !changed || top.Version <= last {
+			t.Fatalf("apply to %s: version %d after %d, %v", p, top.Version, last, err)
+		}
+		last = top.Version
+	}
+}
+
+// TestBoardsAscendingAndMetadata: entries rank by sort key (an asc board stores the
+// negated value) while reads give the value; metadata follows the entry's state.
+func TestBoardsAscendingAndMetadata(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	laps := storage.Target{Board: "laps", Period: "2026-W01"}
+	f.load(laps.Board, laps.Period)
+	lap := func(user string, ms, version int64, meta string) storage.EntryState {
+		s := storage.EntryState{Board: "laps", Period: "2026-W01", UserID: user, Score: ms, SortKey: -ms, Version: version, ReachedAt: at(int(version)), UpdatedAt: at(int(version))}
+		if meta != "" {
+			s.Metadata = []byte(meta)
+		}
+		return s
+	}
+	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 90000, 1, `{"car":"a"}`), lap("fast", 61000, 1, "")}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.boards.Top(ctx, "laps", "2026-W01", 10)
+	if err != nil || len(top.Entries) != 2 || top.Entries[0].UserID != "fast" || top.Entries[0].Score != 61000 || string(top.Entries[1].Metadata) != `{"car":"a"}` {
+		t.Fatalf("asc top: %+v, %v", top.Entries, err)
+	}
+	// slow improves without metadata: the entry's metadata goes with its old state.
+	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 60000, 2, "")}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	e, err := f.boards.User(ctx, "laps", "2026-W01", "slow")
+	if err != nil || e.Rank != 1 || e.Score != 60000 || e.Metadata != nil {
+		t.Fatalf("slow after improving: %+v, %v", e, err)
+	}
+}
+
+// TestBoardsKeysExpire: a write with a lifetime gives every key of the period that
+// lifetime, the top (the loaded mark) a second less.
+func TestBoardsKeysExpire(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	m := storage.Target{Board: "match:m1", Period: "all_time", TTL: time.Hour}
+	if _, err := f.boards.Load(ctx, m, noPages, 0); err != nil {
+		t.Fatal(err)
+	}
+	st := storage.EntryState{Board: "match:m1", Period: "all_time", UserID: "a", Score: 3, SortKey: 3, Version: 1, ReachedAt: at(1), UpdatedAt: at(1), Metadata: []byte(`{}`)}
+	if _, _, err := f.boards.Apply(ctx, m, []storage.EntryState{st}, map[string]string{"a": "A"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	base := f.prefix + ":{match:m1}:all_time:"
+	for _, k := range []string{"z", "u", "n", "m"} {
+		if ttl := f.rdb.PTTL(ctx, base+k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("%s lives %v, want about an hour", k, ttl)
+		}
+	}
+	if top, data := f.rdb.PTTL(ctx, base+"top").Val(), f.rdb.PTTL(ctx, base+"z").Val(); top >= data {
+		t.Errorf("the top lives %v, the entries %v: the top must go first", top, data)
+	}
+	if ttl := f.rdb.PTTL(ctx, f.prefix+":{global}:all_time:top").Val(); ttl != -1 {
+		t.Errorf("an all-time board's top expires in %v", ttl)
 	}
 }

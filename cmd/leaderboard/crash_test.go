@@ -177,7 +177,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 			t.Errorf("%s: entry %d, history max %d, best acknowledged %d", user, score, histMax, best[user])
 		}
 		eventually(t, 20*time.Second, func() string {
-			h := env.rdb.HGet(ctx, env.prefix+":{global:all_time}:u", user).Val()
+			h := env.rdb.HGet(ctx, env.prefix+":{global}:all_time:u", user).Val()
 			if !strings.HasPrefix(h, fmt.Sprintf("%d|", score)) {
 				return fmt.Sprintf("redis %s = %q, postgres %d", user, h, score)
 			}

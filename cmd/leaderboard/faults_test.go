@@ -182,7 +182,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 
 	// Lose r1 from Redis, then redeliver its event with a different value: the event id
 	// is applied already, so PostgreSQL keeps 100 and Redis is repaired to it.
-	k := env.prefix + ":{global:all_time}:"
+	k := env.prefix + ":{global}:all_time:"
 	member := strings.SplitN(env.rdb.HGet(context.Background(), k+"u", "r1").Val(), "|", 4)[3]
 	env.rdb.HDel(context.Background(), k+"u", "r1")
 	env.rdb.ZRem(context.Background(), k+"z", member)

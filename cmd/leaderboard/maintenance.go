@@ -8,19 +8,22 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/openleaderboard/leaderboard/configs"
+	lbhttp "github.com/openleaderboard/leaderboard/http"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // maintenance runs `rebuild` or `consistency` against PostgreSQL and Redis directly, for
 // operators without HTTP access. consistency exits non-zero when the board differs.
-func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []string, stdout io.Writer) error {
+func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []string, stdout io.Writer, now func() time.Time) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	boardID := fs.String("board", "global", "board id")
+	boardID := fs.String("board", "global", "board id (match:{id} for a match)")
+	periodID := fs.String("period", "", "period (default: the current one; \"previous\" for the one before)")
 	full := fs.Bool("full", false, "consistency: compare every entry, not a sample")
 	sample := fs.Int("sample", 1000, "consistency: entries to sample")
 	if err := fs.Parse(args); err != nil {
@@ -46,16 +49,29 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 	defer rdb.Close()
 	m := storage.Maintenance{Boards: storage.NewBoards(rdb, cfg.RedisPrefix, cfg.TopN), Ranks: storage.NewRanks(pool), Audit: storage.NewAuditLog(pool)}
 	actor := cliActor()
+	periods := lbhttp.NewPeriods(cfg, storage.NewSeasons(pool), now)
+	period, err := periods.Resolve(ctx, board, *periodID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	ttl, hot, err := periods.InRedis(ctx, board, period)
+	if err != nil {
+		return err
+	}
+	if !hot {
+		return fmt.Errorf("%s: period %s of board %s is not kept in Redis (reads of it come from PostgreSQL)", cmd, period, board.Key())
+	}
+	target := storage.Target{Board: board.Key(), Period: period, TTL: ttl}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if cmd == "rebuild" {
-		res, err := m.Rebuild(ctx, actor, board.ID, board.Period)
+		res, err := m.Rebuild(ctx, actor, target)
 		if err != nil {
 			return err
 		}
 		return enc.Encode(map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()})
 	}
-	rep, err := m.CheckConsistency(ctx, actor, board.ID, board.Period, *full, *sample)
+	rep, err := m.CheckConsistency(ctx, actor, target.Board, target.Period, *full, *sample)
 	if err != nil {
 		return err
 	}
@@ -63,7 +79,7 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 		return err
 	}
 	if !rep.Consistent {
-		return fmt.Errorf("board %s differs between Redis and PostgreSQL", board.ID)
+		return fmt.Errorf("board %s period %s differs between Redis and PostgreSQL", target.Board, target.Period)
 	}
 	return nil
 }

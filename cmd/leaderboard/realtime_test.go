@@ -172,7 +172,7 @@ func TestRealtimeStream(t *testing.T) {
 		return ""
 	})
 	snap := c.named("leaderboard.updated")[0]
-	if snap.id != "0" || snap.data["version"] != float64(0) || len(snap.data["entries"].([]any)) != 0 || snap.data["board"] != "global" {
+	if snap.id != fmt.Sprint(num(snap.data["version"])) || len(snap.data["entries"].([]any)) != 0 || snap.data["board"] != "global" || snap.data["period"] != "all_time" {
 		t.Fatalf("empty-board snapshot: id %q %v", snap.id, snap.data)
 	}
 
@@ -194,7 +194,7 @@ func TestRealtimeStream(t *testing.T) {
 	}
 	tok := mintToken(t, "reader")
 	eventually(t, 30*time.Second, func() string { // every burst score in Redis (202 came before that)
-		if n := env.rdb.ZCard(context.Background(), env.prefix+":{global:all_time}:z").Val(); n != 41 {
+		if n := env.rdb.ZCard(context.Background(), env.prefix+":{global}:all_time:z").Val(); n != 41 {
 			return fmt.Sprintf("%d of 41 entries in Redis", n)
 		}
 		return ""

@@ -28,7 +28,10 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Shards: d.cfg.OutboxShards, DestinationTopic: d.topics.Scores, MaxBatch: d.cfg.OutboxBatch,
 		Observe: func(n int, took time.Duration) { batchSize.Observe(float64(n)); commitTime.Observe(took.Seconds()) },
 	}, d.logger)
-	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser}, d.boards, d.reg)
+	ranks := storage.NewRanks(d.pool)
+	periods := lbhttp.NewPeriods(d.cfg, storage.NewSeasons(d.pool), d.now)
+	reads := lbhttp.NewReads(d.cfg, periods, d.boards, ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
+	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser, Now: d.now}, reads, d.reg)
 	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
 		handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
 		handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
@@ -37,13 +40,12 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	}
 	g.Go(func() error { return notifier.Run(ctx) })
 	ready.routers = append(ready.routers, notifier.IsRunning)
-	ranks := storage.NewRanks(d.pool)
 	handler := lbhttp.NewServer(lbhttp.Deps{
-		Config: d.cfg, Logger: d.logger, Commands: outbox, Boards: d.boards, Requests: storage.NewRequestLog(d.pool),
+		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),
+		Periods: periods, Reads: reads, Now: d.now,
 		Ready: ready.failing, Registry: d.reg, WaitTimeout: d.cfg.WaitTimeout,
 		Hub: hub, Realtime: lbhttp.RealtimeConfig{Heartbeat: d.cfg.SSEHeartbeat},
 		DeadLetters: storage.NewDeadLetterAdmin(d.db, d.schema, d.cfg.OutboxShards),
-		Fallback:    ranks,
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: storage.NewAuditLog(d.pool)},
 	})
 	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close)

@@ -26,8 +26,9 @@ func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readi
 		return func() {}, err
 	}
 	changes := handlers.NewChangePublisher(pub, d.topics.Notifications, d.topics.UserUpdates, d.logger)
-	apply := handlers.NewApplyScore(storage.NewProjection(d.pool), d.boards, changes, handlers.ApplyScoreConfig{
-		Boards: d.cfg.Boards, Workers: d.cfg.ProjectorWorkers, MaxBatch: d.cfg.ProjectorBatch,
+	mirror := storage.Mirror{Boards: d.boards, Ranks: storage.NewRanks(d.pool)}
+	apply := handlers.NewApplyScore(storage.NewProjection(d.pool), mirror, changes, handlers.ApplyScoreConfig{
+		Config: d.cfg, Now: d.now, Workers: d.cfg.ProjectorWorkers, MaxBatch: d.cfg.ProjectorBatch,
 	}, handlers.NewProjectorMetrics(d.reg), d.logger)
 	stuck := router.NewStuckPartitions(time.Now)
 	d.reg.MustRegister(stuck)

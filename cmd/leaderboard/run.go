@@ -13,6 +13,12 @@ import (
 
 // run is the whole program; main only wires signals and the environment into it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	return runWith(ctx, args, getenv, stdout, time.Now)
+}
+
+// runWith is run with the clock that decides periods and resets (tests move it across
+// midnight); tokens are always checked against the real clock.
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, now func() time.Time) error {
 	cmd := "serve"
 	if len(args) > 0 {
 		cmd = args[0]
@@ -28,13 +34,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, cfg, newLogger(cfg, stdout))
+		return serve(ctx, cfg, newLogger(cfg, stdout), now)
 	case "healthcheck":
 		return healthcheck(ctx, cfg)
 	case "token":
 		return token(cfg, args[1:], stdout)
 	case "rebuild", "consistency":
-		return maintenance(ctx, cfg, cmd, args[1:], stdout)
+		return maintenance(ctx, cfg, cmd, args[1:], stdout, now)
 	default:
 		usage(stdout)
 		return fmt.Errorf("unknown command %q", cmd)

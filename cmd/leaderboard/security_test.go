@@ -263,8 +263,8 @@ func TestConcurrentRebuildsAreRefused(t *testing.T) {
 	mustApply(t, svc, mintToken(t, "seed"), `{"score": 1}`)
 	// Enough entries that a rebuild takes a while.
 	if _, err := env.db().Exec(context.Background(), `
-		INSERT INTO board_entries (board_id, period, user_id, score, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'bulk-' || i, i, 1, now(), now() FROM generate_series(1, 60000) i`); err != nil {
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'bulk-' || i, i, i, 1, now(), now() FROM generate_series(1, 60000) i`); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

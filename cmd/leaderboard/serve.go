@@ -28,6 +28,7 @@ import (
 // deps are the connections and names every role shares.
 type deps struct {
 	cfg     configs.Config
+	now     func() time.Time // the clock of periods
 	logger  *slog.Logger
 	pool    *pgxpool.Pool
 	db      *sql.DB // database/sql over pool, for watermill-sql
@@ -42,7 +43,7 @@ type deps struct {
 // serve runs the configured roles and, on ctx's end, shuts down in order: stop accepting
 // HTTP, drain in-flight requests and the outbox, stop the routers, then close publishers
 // and pools.
-func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now func() time.Time) error {
 	logger.Info("starting leaderboard", "config", cfg)
 	if cfg.UsesDevSecret() {
 		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only")
@@ -54,6 +55,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger) error {
 	}
 	defer ln.Close()
 	d, closeDeps, err := openDeps(ctx, cfg, logger)
+	d.now = now
 	defer closeDeps()
 	if err != nil {
 		return err

@@ -1,0 +1,131 @@
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// boardFile is the shape of LEADERBOARD_BOARDS_FILE (YAML, or JSON, which YAML reads too):
+// {"boards": [{"id", "operator", "order"?, "period", "min_value"?, "max_value"?,
+// "max_delta"?, "server_only"?, "action_cooldown"? (seconds)}]}.
+type boardFile struct {
+	Boards []boardDef `yaml:"boards"`
+}
+
+type boardDef struct {
+	ID             string `yaml:"id"`
+	Operator       string `yaml:"operator"`
+	Order          string `yaml:"order"`
+	Period         string `yaml:"period"`
+	MinValue       *int64 `yaml:"min_value"`
+	MaxValue       *int64 `yaml:"max_value"`
+	MaxDelta       *int64 `yaml:"max_delta"`
+	ServerOnly     bool   `yaml:"server_only"`
+	ActionCooldown *int64 `yaml:"action_cooldown"`
+}
+
+// ParseBoards reads board definitions. Every error names the board and the field.
+func ParseBoards(raw []byte) ([]Board, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	var f boardFile
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty; want {\"boards\": [...]}")
+		}
+		return nil, fmt.Errorf("not a boards file: %w", err)
+	}
+	if len(f.Boards) == 0 {
+		return nil, errors.New(`no boards: want {"boards": [{"id": ..., "operator": ..., "period": ...}]}`)
+	}
+	seen := map[string]bool{}
+	boards := make([]Board, 0, len(f.Boards))
+	for i, d := range f.Boards {
+		name := fmt.Sprintf("board %d", i+1)
+		if d.ID != "" {
+			name = fmt.Sprintf("board %q", d.ID)
+		}
+		b, err := d.board()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if seen[b.ID] {
+			return nil, fmt.Errorf("%s: id: defined twice", name)
+		}
+		seen[b.ID] = true
+		boards = append(boards, b)
+	}
+	return boards, nil
+}
+
+func (d boardDef) board() (Board, error) {
+	b := Board{ID: d.ID, Operator: d.Operator, Order: d.Order, Period: d.Period, ServerOnly: d.ServerOnly,
+		MinValue: 0, MaxValue: MaxExactScore}
+	if b.Order == "" {
+		b.Order = OrderDesc
+	}
+	if d.MinValue != nil {
+		b.MinValue = *d.MinValue
+	}
+	if d.MaxValue != nil {
+		b.MaxValue = *d.MaxValue
+	}
+	b.MaxDelta = b.MaxValue
+	if d.MaxDelta != nil {
+		b.MaxDelta = *d.MaxDelta
+	}
+	if d.ActionCooldown != nil {
+		b.ActionCooldown = time.Duration(*d.ActionCooldown) * time.Second
+	}
+	switch {
+	case !ValidBoardID(b.ID):
+		return b, fmt.Errorf("id: %q: want 1 to 32 of [A-Za-z0-9_.-]", b.ID)
+	case b.Operator != OpBest && b.Operator != OpIncr && b.Operator != OpSet:
+		return b, fmt.Errorf("operator: %q: want best, incr or set", b.Operator)
+	case b.Order != OrderDesc && b.Order != OrderAsc:
+		return b, fmt.Errorf("order: %q: want desc or asc", b.Order)
+	case !oneOf(b.Period, PeriodAllTime, PeriodDaily, PeriodWeekly, PeriodSeason, PeriodMatch):
+		return b, fmt.Errorf("period: %q: want all_time, daily, weekly, season or match", b.Period)
+	case b.MinValue < -MaxExactScore:
+		return b, fmt.Errorf("min_value: %d: want at least -%d (values are exact in Redis up to 2^53)", b.MinValue, MaxExactScore)
+	case b.MaxValue > MaxExactScore:
+		return b, fmt.Errorf("max_value: %d: want at most %d (values are exact in Redis up to 2^53)", b.MaxValue, MaxExactScore)
+	case b.MinValue > b.MaxValue:
+		return b, fmt.Errorf("min_value: %d is above max_value %d", b.MinValue, b.MaxValue)
+	case d.MaxDelta != nil && b.Operator != OpIncr:
+		return b, fmt.Errorf("max_delta: only incr boards take deltas")
+	case b.Operator == OpIncr && b.MaxDelta < 1:
+		return b, fmt.Errorf("max_delta: %d: want at least 1", b.MaxDelta)
+	case d.ActionCooldown != nil && (*d.ActionCooldown < 0 || *d.ActionCooldown > 7*24*3600):
+		return b, fmt.Errorf("action_cooldown: %d: want seconds from 0 to 604800", *d.ActionCooldown)
+	case d.ActionCooldown != nil && b.Operator != OpIncr:
+		return b, fmt.Errorf("action_cooldown: only incr boards take actions")
+	}
+	return b, nil
+}
+
+// ValidBoardID reports whether s can be a board id: 1–32 of [A-Za-z0-9_.-] (no ':', which
+// separates a match board's id from its match id).
+func ValidBoardID(s string) bool {
+	return len(s) >= 1 && len(s) <= 32 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == ""
+}
+
+// ValidMatchID reports whether s can be a match id: 1–64 of [A-Za-z0-9_.-].
+func ValidMatchID(s string) bool {
+	return len(s) >= 1 && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == ""
+}
+
+func oneOf(s string, options ...string) bool {
+	for _, o := range options {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}

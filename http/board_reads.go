@@ -1,0 +1,139 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// Loader loads a board period Redis does not hold from PostgreSQL, and tells whether
+// PostgreSQL has any entry of a board period.
+type Loader interface {
+	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
+	Exists(ctx context.Context, board, period string) (bool, error)
+}
+
+// Reads answers reads of any board period: from Redis for the periods it keeps (loading
+// a period it lost or let expire from PostgreSQL first, once per process however many
+// readers wait), from PostgreSQL for older periods, and from PostgreSQL, marked degraded,
+// while Redis is unavailable.
+type Reads struct {
+	cfg     configs.Config
+	periods *Periods
+	redis   BoardReader
+	pg      BoardReader
+	loader  Loader
+	loads   singleflight.Group
+}
+
+// NewReads returns the read side over Redis (redis), PostgreSQL (pg) and the loader.
+func NewReads(cfg configs.Config, periods *Periods, redis, pg BoardReader, loader Loader) *Reads {
+	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, loader: loader}
+}
+
+// errUnknownBoard is a read of a board id that names no board.
+var errUnknownBoard = errors.New("unknown board")
+
+// top reads a board period's top; degraded says it came from PostgreSQL because Redis was
+// unavailable. A match board without any entry is storage.ErrNotFound.
+func (r *Reads) top(ctx context.Context, b configs.Board, period string, limit int) (top storage.Top, degraded bool, err error) {
+	err = r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+		top, err = src.Top(ctx, b.Key(), period, limit)
+		return err
+	})
+	return top, degraded, err
+}
+
+// user reads a user's entry on a board period (storage.ErrNotFound when there is none).
+func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, degraded bool, err error) {
+	err = r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+		e, err = src.User(ctx, b.Key(), period, userID)
+		return err
+	})
+	return e, degraded, err
+}
+
+// read runs one read against the right store.
+func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardReader) error) error {
+	ttl, hot, err := r.periods.InRedis(ctx, b, period)
+	if err != nil {
+		return err
+	}
+	if b.Period == configs.PeriodMatch {
+		// A match exists from its first point: reads of another match id are 404.
+		if err := read(r.redis); !errors.Is(err, storage.ErrNotLoaded) {
+			return r.orFallback(err, degraded, read)
+		}
+		if ok, err := r.loader.Exists(ctx, b.Key(), period); err != nil || !ok {
+			return errors.Join(err, fmt.Errorf("no match %q: %w", b.Match, storage.ErrNotFound))
+		}
+	}
+	if !hot {
+		return read(r.pg)
+	}
+	err = read(r.redis)
+	if errors.Is(err, storage.ErrNotLoaded) {
+		t := storage.Target{Board: b.Key(), Period: period, TTL: ttl}
+		_, err, _ = r.loads.Do(t.Board+"\x00"+t.Period, func() (any, error) {
+			// Other readers wait on this load: it does not end with this one's request.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			return r.loader.Reload(lctx, t)
+		})
+		if err == nil {
+			err = read(r.redis)
+		}
+	}
+	return r.orFallback(err, degraded, read)
+}
+
+// orFallback reads PostgreSQL instead when Redis was unavailable.
+func (r *Reads) orFallback(err error, degraded *bool, read func(BoardReader) error) error {
+	if !errors.Is(err, storage.ErrUnavailable) {
+		return err
+	}
+	*degraded = true
+	return read(r.pg)
+}
+
+// Top reads a board period's top by board id (the hub's snapshots).
+func (r *Reads) Top(ctx context.Context, board, period string, limit int) (storage.Top, error) {
+	b, ok := r.cfg.Board(board)
+	if !ok {
+		return storage.Top{}, errUnknownBoard
+	}
+	top, _, err := r.top(ctx, b, period, limit)
+	return top, err
+}
+
+// User reads a user's entry by board id (the hub's rank updates).
+func (r *Reads) User(ctx context.Context, board, period, userID string) (storage.Entry, error) {
+	b, ok := r.cfg.Board(board)
+	if !ok {
+		return storage.Entry{}, errUnknownBoard
+	}
+	e, _, err := r.user(ctx, b, period, userID)
+	return e, err
+}
+
+// fast reads a user's entry for the write path: Redis only (loading a period it does not
+// hold), never PostgreSQL, so a Redis outage costs the write path nothing.
+func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {
+	var e storage.Entry
+	var degraded bool
+	err := r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+		if src != r.redis {
+			return storage.ErrUnavailable
+		}
+		var err error
+		e, err = src.User(ctx, b.Key(), period, userID)
+		return err
+	})
+	return e, err
+}

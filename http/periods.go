@@ -1,0 +1,190 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// SeasonStore keeps the seasons admins start.
+type SeasonStore interface {
+	All(ctx context.Context) ([]storage.Season, error)
+	Start(ctx context.Context, board, name, actor, reason string) (storage.Season, error)
+}
+
+// Errors of period resolution, mapped to answers by the handlers.
+var (
+	// errBadPeriod: the period id is malformed, or names a date that does not exist.
+	errBadPeriod = errors.New("invalid period")
+	// errUnknownPeriod: a well-formed season that was never started.
+	errUnknownPeriod = errors.New("no such period")
+)
+
+// seasonsMaxAge bounds how stale an API process's view of the seasons may be: a season an
+// admin starts through another process becomes current here within it.
+const seasonsMaxAge = time.Second
+
+// Periods decides periods with the board rules: the current period of a board (the
+// period an event accepted now counts for), what a ?period= names, and whether Redis keeps
+// a period or reads go to PostgreSQL.
+type Periods struct {
+	cfg     configs.Config
+	seasons SeasonStore
+	now     func() time.Time
+
+	mu      sync.Mutex
+	known   map[string][]string // board -> started seasons, oldest first ("1" implied)
+	fetched time.Time
+	group   singleflight.Group
+}
+
+// NewPeriods returns the period rules of cfg's boards, with seasons from the store.
+func NewPeriods(cfg configs.Config, seasons SeasonStore, now func() time.Time) *Periods {
+	if now == nil {
+		now = time.Now
+	}
+	return &Periods{cfg: cfg, seasons: seasons, now: now}
+}
+
+// seasonsOf returns a season board's seasons, oldest first, starting with "1".
+func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error) {
+	p.mu.Lock()
+	fresh := p.known != nil && p.now().Sub(p.fetched) < seasonsMaxAge && !p.now().Before(p.fetched)
+	known := p.known
+	p.mu.Unlock()
+	if !fresh {
+		v, err, _ := p.group.Do("seasons", func() (any, error) {
+			all, err := p.seasons.All(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m := map[string][]string{}
+			for _, s := range all {
+				m[s.Board] = append(m[s.Board], s.Name)
+			}
+			p.mu.Lock()
+			p.known, p.fetched = m, p.now()
+			p.mu.Unlock()
+			return m, nil
+		})
+		if err != nil {
+			if known == nil {
+				return nil, err
+			}
+		} else {
+			known = v.(map[string][]string)
+		}
+	}
+	return append([]string{configs.FirstSeason}, known[board]...), nil
+}
+
+// Current is the period of b an event accepted now counts for.
+func (p *Periods) Current(ctx context.Context, b configs.Board) (string, error) {
+	season := ""
+	if b.Period == configs.PeriodSeason {
+		seasons, err := p.seasonsOf(ctx, b.ID)
+		if err != nil {
+			return "", err
+		}
+		season = seasons[len(seasons)-1]
+	}
+	return b.PeriodAt(p.now(), p.cfg.Timezone, season), nil
+}
+
+// Previous is the period before the current one (false when there is none).
+func (p *Periods) Previous(ctx context.Context, b configs.Board) (string, bool, error) {
+	switch b.Period {
+	case configs.PeriodDaily, configs.PeriodWeekly:
+		cur, _ := p.Current(ctx, b)
+		prev, ok := b.ShiftPeriod(cur, -1)
+		return prev, ok, nil
+	case configs.PeriodSeason:
+		seasons, err := p.seasonsOf(ctx, b.ID)
+		if err != nil || len(seasons) < 2 {
+			return "", false, err
+		}
+		return seasons[len(seasons)-2], true, nil
+	}
+	return "", false, nil
+}
+
+// NextReset is when the current period of b ends by the clock (false: it does not).
+func (p *Periods) NextReset(b configs.Board) (time.Time, bool) {
+	return b.NextReset(p.now(), p.cfg.Timezone)
+}
+
+// Resolve reads a ?period= of b: empty or "current" for the current period, "previous"
+// for the one before, or a period id. Its errors are errBadPeriod and errUnknownPeriod.
+func (p *Periods) Resolve(ctx context.Context, b configs.Board, raw string) (string, error) {
+	switch raw {
+	case "", "current":
+		return p.Current(ctx, b)
+	case "previous":
+		prev, ok, err := p.Previous(ctx, b)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fmt.Errorf("%w: board %s has no previous period", errUnknownPeriod, b.Key())
+		}
+		return prev, nil
+	}
+	if !b.ValidPeriod(raw) {
+		return "", fmt.Errorf("%w %q for board %s (%s periods)", errBadPeriod, raw, b.Key(), b.Period)
+	}
+	if b.Period == configs.PeriodSeason {
+		seasons, err := p.seasonsOf(ctx, b.ID)
+		if err != nil {
+			return "", err
+		}
+		if !slices.Contains(seasons, raw) {
+			return "", fmt.Errorf("%w: board %s has no season %q", errUnknownPeriod, b.Key(), raw)
+		}
+	}
+	return raw, nil
+}
+
+// InRedis says whether reads of a period are served from Redis (loading it from PostgreSQL
+// when Redis lost it or let it expire), and for how long Redis keeps it after a load.
+// Periods after the current one, and daily, weekly or season periods older than
+// PastPeriodsInRedis, are read from PostgreSQL.
+func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (time.Duration, bool, error) {
+	switch b.Period {
+	case configs.PeriodDaily, configs.PeriodWeekly:
+		cur, _ := p.Current(ctx, b)
+		if configs.ComparePeriods(period, cur) > 0 {
+			return 0, false, nil
+		}
+	case configs.PeriodSeason:
+		seasons, err := p.seasonsOf(ctx, b.ID)
+		if err != nil {
+			return 0, false, err
+		}
+		i := slices.Index(seasons, period)
+		if i < 0 || i < len(seasons)-1-p.cfg.PastPeriodsInRedis {
+			return 0, false, nil
+		}
+	}
+	ttl, keep := p.cfg.RedisLife(b, period, p.now())
+	return ttl, keep, nil
+}
+
+// StartSeason starts a season of a season board and makes it current here at once.
+func (p *Periods) StartSeason(ctx context.Context, b configs.Board, name, actor, reason string) (storage.Season, error) {
+	s, err := p.seasons.Start(ctx, b.ID, name, actor, reason)
+	if err != nil {
+		return s, err
+	}
+	p.mu.Lock()
+	p.known = nil // fetch again on the next use
+	p.mu.Unlock()
+	return s, nil
+}
