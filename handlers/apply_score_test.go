@@ -92,7 +92,9 @@ func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent, _
 
 type nopMirror struct{}
 
-func (nopMirror) Reload(context.Context, storage.Target) (storage.Top, error) { return storage.Top{}, nil }
+func (nopMirror) Reload(context.Context, storage.Target) (storage.Top, error) {
+	return storage.Top{}, nil
+}
 
 func (nopMirror) Apply(context.Context, storage.Target, []storage.EntryState, map[string]string, int64) (storage.Top, bool, error) {
 	return storage.Top{}, false, nil

@@ -111,9 +111,9 @@ func NewHub(cfg HubConfig, boards BoardReader, reg prometheus.Registerer) *Hub {
 type client struct {
 	user, key     string // key is board:period
 	board, period string
-	wake      chan struct{}
-	gone      chan struct{}
-	goneOnce  sync.Once
+	wake          chan struct{}
+	gone          chan struct{}
+	goneOnce      sync.Once
 
 	mu           sync.Mutex
 	top          *snapshot // newest snapshot not yet handed out

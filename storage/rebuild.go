@@ -136,7 +136,9 @@ type Mirror struct {
 }
 
 // Reload loads a board period from PostgreSQL into Redis.
-func (m Mirror) Reload(ctx context.Context, t Target) (Top, error) { return m.Boards.Reload(ctx, m.Ranks, t) }
+func (m Mirror) Reload(ctx context.Context, t Target) (Top, error) {
+	return m.Boards.Reload(ctx, m.Ranks, t)
+}
 
 // Exists reports whether PostgreSQL has any entry of a board period.
 func (m Mirror) Exists(ctx context.Context, board, period string) (bool, error) {
