@@ -76,7 +76,9 @@ func (d boardDef) board() (Board, error) {
 	if d.MaxValue != nil {
 		b.MaxValue = *d.MaxValue
 	}
-	b.MaxDelta = b.MaxValue
+	if b.Operator == OpIncr {
+		b.MaxDelta = b.MaxValue
+	}
 	if d.MaxDelta != nil {
 		b.MaxDelta = *d.MaxDelta
 	}

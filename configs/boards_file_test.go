@@ -35,7 +35,7 @@ boards:
 			t.Fatalf("%s: %v", name, err)
 		}
 		want := []configs.Board{
-			{ID: "laps", Operator: "best", Order: "asc", Period: "weekly", MinValue: 1000, MaxValue: 600000, MaxDelta: 600000},
+			{ID: "laps", Operator: "best", Order: "asc", Period: "weekly", MinValue: 1000, MaxValue: 600000},
 			{ID: "coins", Operator: "incr", Order: "desc", Period: "daily", MinValue: 0, MaxValue: configs.MaxExactScore, MaxDelta: 50, ServerOnly: true, ActionCooldown: 30 * time.Second},
 		}
 		if len(boards) != 2 || boards[0] != want[0] || boards[1] != want[1] {
@@ -124,6 +124,28 @@ func TestLoadBoardsFile(t *testing.T) {
 		b, ok := c.Board(id)
 		if got := b.Operator + " " + b.Order + " " + b.Period; !ok || got != want {
 			t.Errorf("shipped board %s = %q, %v; want %q", id, got, ok, want)
+		}
+	}
+}
+
+// TestShippedExampleFile: configs/boards.example.yaml parses to the shipped boards.
+func TestShippedExampleFile(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("boards.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boards, err := configs.ParseBoards(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := configs.DefaultBoards()
+	if len(boards) != len(want) {
+		t.Fatalf("%d boards, want %d", len(boards), len(want))
+	}
+	for i := range want {
+		if boards[i] != want[i] {
+			t.Errorf("board %d: %+v, shipped %+v", i, boards[i], want[i])
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -141,24 +142,33 @@ func (a *ApplyScore) settle(events []storage.ScoreEvent) []storage.Result[bool] 
 		}
 		return results
 	}
-	if err != nil {
-		a.metrics.events.WithLabelValues("failed").Add(float64(len(events)))
-		if errors.Is(err, storage.ErrRejected) {
-			err = Permanent(err)
-		}
-	} else {
-		a.metrics.events.WithLabelValues("applied").Add(float64(fresh))
-		a.metrics.events.WithLabelValues("redelivered").Add(float64(len(events) - fresh))
+	if err != nil && errors.Is(err, storage.ErrRejected) {
+		err = Permanent(err)
 	}
-	for i := range results {
+	for i, e := range events {
+		result := "failed"
+		switch {
+		case err != nil:
+		case fresh[i]:
+			result = "applied"
+		default:
+			result = "redelivered"
+		}
+		a.metrics.events.WithLabelValues(boardLabel(e.Board), result).Inc()
 		results[i].Err = err
 	}
 	return results
 }
 
+// boardLabel is a board's metric label: its definition's id (every match board is "match").
+func boardLabel(board string) string {
+	def, _, _ := strings.Cut(board, ":")
+	return def
+}
+
 // safeApply runs apply, turning a panic into the error the router's Recoverer would give
 // (the poison queue takes it).
-func (a *ApplyScore) safeApply(events []storage.ScoreEvent) (fresh int, err error) {
+func (a *ApplyScore) safeApply(events []storage.ScoreEvent) (fresh []bool, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = middleware.RecoveredPanicError{V: v, Stacktrace: string(debug.Stack())}
@@ -168,16 +178,16 @@ func (a *ApplyScore) safeApply(events []storage.ScoreEvent) (fresh int, err erro
 }
 
 // apply runs one batch: PostgreSQL first (the source of truth), then the Redis mirror
-// of every entry the batch names, then change notifications. It returns how many events
-// were applied for the first time.
-func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
+// of every entry the batch names, then change notifications. It returns which events were
+// applied for the first time.
+func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 	a.metrics.batchSize.Observe(float64(len(events)))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	start := time.Now()
 	applied, err := a.projection.Apply(ctx, events, a.fold)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	a.metrics.stepTime.WithLabelValues("postgres").Observe(time.Since(start).Seconds())
 	type boardKey struct{ board, period string }
@@ -204,7 +214,7 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
 			changed = true
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
 		if a.changes != nil {
@@ -220,7 +230,7 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) (int, error) {
 			a.metrics.lag.Observe(now.Sub(e.OccurredAt).Seconds())
 		}
 	}
-	return applied.NewEvents, nil
+	return applied.Fresh, nil
 }
 
 // FoldWith returns the fold of a projection with the rules of the boards board looks up:

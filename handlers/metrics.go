@@ -21,8 +21,8 @@ func NewProjectorMetrics(reg prometheus.Registerer) *ProjectorMetrics {
 			Name: "leaderboard_projector_step_seconds", Help: "Time of each projector batch step (postgres, redis).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}, []string{"step"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leaderboard_projector_events_total", Help: "Events the projector handled, by result (applied, redelivered, failed)."},
-			[]string{"result"}),
+			Name: "leaderboard_projector_events_total", Help: "Events the projector handled, by board (its definition) and result (applied, redelivered, failed)."},
+			[]string{"board", "result"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "leaderboard_projection_lag_seconds", Help: "Time from accept to applied in Redis.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),

@@ -32,8 +32,8 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
 			[]string{"route", "method"}),
 		accepts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leaderboard_score_submissions_total", Help: "Score submissions by outcome (accepted, duplicate, unchanged, conflict, rejected, unavailable)."},
-			[]string{"outcome"}),
+			Name: "leaderboard_score_submissions_total", Help: "Writes by board (its definition: match for every match) and outcome (accepted, duplicate, unchanged, conflict, rejected, unavailable)."},
+			[]string{"board", "outcome"}),
 		degraded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leaderboard_degraded_reads_total", Help: "Reads answered from PostgreSQL because Redis was unavailable."}),
 	}

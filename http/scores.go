@@ -39,11 +39,11 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req request
+		b, _ := s.Config.Board(globalBoard)
 		if e := decodeStrict(w, r, &req); e != nil {
-			s.reject(w, r, e, "")
+			s.reject(w, r, b.ID, e, "")
 			return
 		}
-		b, _ := s.Config.Board(globalBoard)
 		s.write(w, r, b, "score", writeRequest{Value: req.Score, EventID: req.EventID, UserID: req.UserID})
 	}
 }
@@ -64,7 +64,7 @@ func (s *server) handleBoardWrite() http.HandlerFunc {
 		}
 		var req request
 		if e := decodeStrict(w, r, &req); e != nil {
-			s.reject(w, r, e, "")
+			s.reject(w, r, b.ID, e, "")
 			return
 		}
 		s.write(w, r, b, "value", writeRequest{Value: req.Value, EventID: req.EventID, UserID: req.UserID, Metadata: req.Metadata})
@@ -76,7 +76,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	claims := claimsFrom(r.Context())
 	eventID, clientID, e := resolveEventID(req.EventID)
 	if e != nil {
-		s.reject(w, r, e, "")
+		s.reject(w, r, b.ID, e, "")
 		return
 	}
 	echoID := "" // errors name the event id only when the client chose it
@@ -84,22 +84,22 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		echoID = eventID
 	}
 	if b.ServerOnly && !claims.HasRole("server") {
-		s.reject(w, r, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, echoID)
+		s.reject(w, r, b.ID, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, echoID)
 		return
 	}
 	value, e := parseInteger(valueField, req.Value)
 	if e != nil {
-		s.reject(w, r, e, echoID)
+		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
 	userID, e := resolveUser(claims, req.UserID)
 	if e != nil {
-		s.reject(w, r, e, echoID)
+		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
 	meta, e := parseMetadata(req.Metadata)
 	if e != nil {
-		s.reject(w, r, e, echoID)
+		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
 	sub := submit{Board: b, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, Metadata: meta, CorrelationID: requestIDFrom(r.Context())}
@@ -111,8 +111,8 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 }
 
 // reject answers a write refused for its input.
-func (s *server) reject(w http.ResponseWriter, r *http.Request, e *apiError, eventID string) {
-	s.metrics.accepts.WithLabelValues("rejected").Inc()
+func (s *server) reject(w http.ResponseWriter, r *http.Request, board string, e *apiError, eventID string) {
+	s.metrics.accepts.WithLabelValues(board, "rejected").Inc()
 	writeError(w, r, e.status, e.code, e.message, eventID)
 }
 
@@ -194,23 +194,24 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	incr := sub.Board.Operator == configs.OpIncr // increments also answer new_score and processed_event_id
 	switch {
 	case errors.Is(err, errValueOutOfRange):
-		s.metrics.accepts.WithLabelValues("rejected").Inc()
+		s.metrics.accepts.WithLabelValues(sub.Board.ID, "rejected").Inc()
 		writeError(w, r, http.StatusBadRequest, "value_out_of_range", boundsMessage(sub.Board), echoID)
 		return
 	case errors.Is(err, errEventIDConflict):
-		s.metrics.accepts.WithLabelValues("conflict").Inc()
+		s.metrics.accepts.WithLabelValues(sub.Board.ID, "conflict").Inc()
 		writeError(w, r, http.StatusConflict, "event_id_conflict", err.Error(), sub.EventID)
 		return
 	case err != nil:
+		s.metrics.accepts.WithLabelValues(sub.Board.ID, "unavailable").Inc()
 		s.unavailable(w, r, err, sub.EventID)
 		return
 	case res.Unchanged:
-		s.metrics.accepts.WithLabelValues("unchanged").Inc()
+		s.metrics.accepts.WithLabelValues(sub.Board.ID, "unchanged").Inc()
 		encode(w, http.StatusOK, entryResponse{Status: "unchanged", UserID: sub.UserID, Score: res.Entry.Score, Rank: res.Entry.Rank,
 			UpdatedAt: res.Entry.UpdatedAt, Board: sub.Board.Key(), Period: res.Period, Metadata: res.Entry.Metadata})
 		return
 	}
-	s.metrics.accepts.WithLabelValues(res.Outcome.String()).Inc()
+	s.metrics.accepts.WithLabelValues(sub.Board.ID, res.Outcome.String()).Inc()
 	s.Logger.Debug("score command", "outcome", res.Outcome, "request_id", requestIDFrom(r.Context()), "event_id", sub.EventID, "user_id", sub.UserID)
 	if r.URL.Query().Get("wait") == "true" {
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
@@ -241,7 +242,6 @@ func boundsMessage(b configs.Board) string {
 }
 
 func (s *server) unavailable(w http.ResponseWriter, r *http.Request, err error, eventID string) {
-	s.metrics.accepts.WithLabelValues("unavailable").Inc()
 	s.Logger.Warn("dependency unavailable", "err", err, "request_id", requestIDFrom(r.Context()), "event_id", eventID)
 	writeError(w, r, http.StatusServiceUnavailable, "dependency_unavailable", "a dependency is unavailable, retry with the same event_id", eventID)
 }

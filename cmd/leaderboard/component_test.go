@@ -82,8 +82,8 @@ func TestSubmitAndRead(t *testing.T) {
 	// The pipeline's series move.
 	metricsShow(t, svc,
 		`leaderboard_http_requests_total{method="POST",route="/v1/scores",status="202"}`,
-		`leaderboard_score_submissions_total{outcome="unchanged"} 1`,
-		`leaderboard_projector_events_total{result="applied"} 3`,
+		`leaderboard_score_submissions_total{board="global",outcome="unchanged"} 1`,
+		`leaderboard_projector_events_total{board="global",result="applied"} 3`,
 		`leaderboard_outbox_batch_size_count`,
 		`leaderboard_projection_lag_seconds_count 3`,
 	)
@@ -309,7 +309,7 @@ func TestRolesInSeparateProcesses(t *testing.T) {
 			t.Errorf("pipeline process %s: %d %s", path, r.status, r.raw)
 		}
 	}
-	metricsShow(t, pipeline, `leaderboard_projector_events_total{result="applied"} 1`)
+	metricsShow(t, pipeline, `leaderboard_projector_events_total{board="global",result="applied"} 1`)
 	if r := pipeline.do(t, http.MethodPost, "/v1/scores", mintToken(t, "split"), `{"score": 1}`); r.status != 404 {
 		t.Errorf("pipeline process serves the API: %d", r.status)
 	}

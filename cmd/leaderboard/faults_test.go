@@ -199,7 +199,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 
 	// Replay the whole outbox: move every forwarder back to the start. Each of the three
 	// rows must come back to the projector as a redelivery.
-	const redelivered = `leaderboard_projector_events_total{result="redelivered"}`
+	const redelivered = `leaderboard_projector_events_total{board="global",result="redelivered"}`
 	redeliveredBefore := scrape(t, svc)[redelivered]
 	replayed := 0
 	for shard := 0; shard < 2; shard++ {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,14 +143,28 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// start runs the service in-process and waits until /readyz answers 200.
+// testClock is a clock of periods that stands still until the test moves it.
+type testClock struct{ ns atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// set moves the clock to t.
+func (c *testClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
+
+// start runs the service in-process on the real clock and waits until /readyz answers 200.
 func (e *testEnv) start(overrides map[string]string) *service {
+	e.t.Helper()
+	return e.startWith(overrides, time.Now)
+}
+
+// startWith runs the service with a clock of periods and waits until /readyz answers 200.
+func (e *testEnv) startWith(overrides map[string]string, now func() time.Time) *service {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
 	getenv := e.getenv(overrides)
 	s.base = "http://" + getenv("LEADERBOARD_HTTP_ADDR")
-	go func() { s.done <- run(ctx, nil, getenv, s.logs) }()
+	go func() { s.done <- runWith(ctx, nil, getenv, s.logs, now) }()
 	e.t.Cleanup(func() { s.stop(e.t) })
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

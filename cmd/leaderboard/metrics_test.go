@@ -60,9 +60,9 @@ func TestMetricsMove(t *testing.T) {
 	}{
 		{`leaderboard_dead_letters`, 1},
 		{`leaderboard_http_requests_total{method="POST",route="/v1/scores",status="200"}`, 5},
-		{`leaderboard_score_submissions_total{outcome="accepted"}`, 5},
+		{`leaderboard_score_submissions_total{board="global",outcome="accepted"}`, 5},
 		{`leaderboard_outbox_batch_size_count`, 1},
-		{`leaderboard_projector_events_total{result="applied"}`, 5},
+		{`leaderboard_projector_events_total{board="global",result="applied"}`, 5},
 		{`leaderboard_projection_lag_seconds_count`, 5},
 		{`leaderboard_projector_step_seconds_count{step="postgres"}`, 1},
 		{`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="apply-score",success="true"}`, 5},
