@@ -39,6 +39,8 @@ type Board struct {
 	// ActionCooldown is how long an increment with an action_id locks that action for its
 	// user (0: no cooldown).
 	ActionCooldown time.Duration
+	// MatchPoints boards also receive every match point (POST /v1/matches/.../point).
+	MatchPoints bool
 	// Match is the match id of a match board instance (match:{id}); empty otherwise.
 	Match string
 }
@@ -52,8 +54,8 @@ func DefaultBoards() []Board {
 	return []Board{
 		{ID: "global", Operator: OpBest, Order: OrderDesc, Period: PeriodAllTime, MinValue: 0, MaxValue: MaxExactScore},
 		{ID: "points", Operator: OpIncr, Order: OrderDesc, Period: PeriodAllTime, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000},
-		{ID: "daily", Operator: OpIncr, Order: OrderDesc, Period: PeriodDaily, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
-		{ID: "season", Operator: OpIncr, Order: OrderDesc, Period: PeriodSeason, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
+		{ID: "daily", Operator: OpIncr, Order: OrderDesc, Period: PeriodDaily, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true, MatchPoints: true},
+		{ID: "season", Operator: OpIncr, Order: OrderDesc, Period: PeriodSeason, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true, MatchPoints: true},
 		{ID: "match", Operator: OpIncr, Order: OrderDesc, Period: PeriodMatch, MinValue: 0, MaxValue: MaxExactScore, MaxDelta: 1_000_000, ServerOnly: true},
 		{ID: "fastest", Operator: OpBest, Order: OrderAsc, Period: PeriodWeekly, MinValue: 1, MaxValue: MaxExactScore},
 	}
@@ -88,6 +90,10 @@ func (b Board) InBounds(v int64) bool {
 	}
 	return v >= b.MinValue && v <= b.MaxValue
 }
+
+// ValueInBounds reports whether v may be an entry's value on this board (min_value to
+// max_value): what an admin may set an entry to.
+func (b Board) ValueInBounds(v int64) bool { return v >= b.MinValue && v <= b.MaxValue }
 
 // SortKey is the value by which an entry ranks: higher first. It is the value on desc
 // boards and its negation on asc ones, so stores order every board the same way.

@@ -13,7 +13,7 @@ import (
 
 // boardFile is the shape of LEADERBOARD_BOARDS_FILE (YAML, or JSON, which YAML reads too):
 // {"boards": [{"id", "operator", "order"?, "period", "min_value"?, "max_value"?,
-// "max_delta"?, "server_only"?, "action_cooldown"? (seconds)}]}.
+// "max_delta"?, "server_only"?, "action_cooldown"? (seconds), "match_points"?}]}.
 type boardFile struct {
 	Boards []boardDef `yaml:"boards"`
 }
@@ -28,6 +28,7 @@ type boardDef struct {
 	MaxDelta       *int64 `yaml:"max_delta"`
 	ServerOnly     bool   `yaml:"server_only"`
 	ActionCooldown *int64 `yaml:"action_cooldown"`
+	MatchPoints    bool   `yaml:"match_points"`
 }
 
 // ParseBoards reads board definitions. Every error names the board and the field.
@@ -66,7 +67,7 @@ func ParseBoards(raw []byte) ([]Board, error) {
 
 func (d boardDef) board() (Board, error) {
 	b := Board{ID: d.ID, Operator: d.Operator, Order: d.Order, Period: d.Period, ServerOnly: d.ServerOnly,
-		MinValue: 0, MaxValue: MaxExactScore}
+		MatchPoints: d.MatchPoints, MinValue: 0, MaxValue: MaxExactScore}
 	if b.Order == "" {
 		b.Order = OrderDesc
 	}
@@ -108,6 +109,8 @@ func (d boardDef) board() (Board, error) {
 		return b, fmt.Errorf("action_cooldown: %d: want seconds from 0 to 604800", *d.ActionCooldown)
 	case d.ActionCooldown != nil && b.Operator != OpIncr:
 		return b, fmt.Errorf("action_cooldown: only incr boards take actions")
+	case b.MatchPoints && (b.Operator != OpIncr || b.Period == PeriodMatch):
+		return b, fmt.Errorf("match_points: only incr boards other than the match board add up match points")
 	}
 	return b, nil
 }

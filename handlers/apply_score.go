@@ -53,7 +53,9 @@ type ApplyScore struct {
 	metrics    *ProjectorMetrics
 	logger     *slog.Logger
 	fold       storage.FoldFunc
-	batcher    *storage.Batcher[storage.ScoreEvent, bool]
+	// batcher gathers commands: each is the events of one message (one per board it
+	// counts for), applied together or not at all.
+	batcher *storage.Batcher[[]storage.ScoreEvent, bool]
 }
 
 // ApplyScoreConfig configures ApplyScore.
@@ -94,51 +96,75 @@ func (a *ApplyScore) Close() { a.batcher.Close() }
 
 // Handle is the watermill handler function.
 func (a *ApplyScore) Handle(msg *message.Message) error {
-	event, err := a.decode(msg.Payload)
+	events, err := a.decode(msg.Payload)
 	if err != nil {
 		return Permanent(err)
 	}
-	_, err = a.batcher.Do(msg.Context(), event)
+	_, err = a.batcher.Do(msg.Context(), events)
 	return err
 }
 
-// decode reads a ScoreSubmitted and checks every field against the board it names.
-func (a *ApplyScore) decode(payload []byte) (storage.ScoreEvent, error) {
+// decode reads a ScoreSubmitted and checks every field against the boards it names; it
+// returns one event per board the command counts for.
+func (a *ApplyScore) decode(payload []byte) ([]storage.ScoreEvent, error) {
 	var cmd messages.ScoreSubmitted
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cmd); err != nil {
-		return storage.ScoreEvent{}, fmt.Errorf("decode ScoreSubmitted: %w", err)
+		return nil, fmt.Errorf("decode ScoreSubmitted: %w", err)
 	}
 	if err := cmd.Validate(); err != nil {
-		return storage.ScoreEvent{}, fmt.Errorf("invalid ScoreSubmitted: %w", err)
+		return nil, fmt.Errorf("invalid ScoreSubmitted: %w", err)
 	}
-	b, ok := a.cfg.Board(cmd.Board)
-	if !ok {
-		return storage.ScoreEvent{}, fmt.Errorf("unknown board %q", cmd.Board)
+	if cmd.Op == messages.OpSync {
+		return []storage.ScoreEvent{{Op: storage.OpSync, EventID: cmd.EventID, UserID: cmd.UserID, OccurredAt: cmd.OccurredAt}}, nil
 	}
-	if !b.ValidPeriod(cmd.Period) {
-		return storage.ScoreEvent{}, fmt.Errorf("invalid period %q for board %s", cmd.Period, b.ID)
+	targets := append([]messages.BoardValue{{Board: cmd.Board, Period: cmd.Period, Value: cmd.Value}}, cmd.Also...)
+	events := make([]storage.ScoreEvent, len(targets))
+	for i, t := range targets {
+		b, ok := a.cfg.Board(t.Board)
+		if !ok {
+			return nil, fmt.Errorf("unknown board %q", t.Board)
+		}
+		if !b.ValidPeriod(t.Period) {
+			return nil, fmt.Errorf("invalid period %q for board %s", t.Period, t.Board)
+		}
+		op, operator := "", b.Operator // the history records the op, or the board's operator
+		switch cmd.Op {
+		case messages.OpAdjust:
+			if !b.ValueInBounds(t.Value) {
+				return nil, fmt.Errorf("adjusted value %d out of the bounds of board %s", t.Value, t.Board)
+			}
+			op, operator = storage.OpAdjust, storage.OpAdjust
+		case messages.OpRemove:
+			op, operator = storage.OpRemove, storage.OpRemove
+		default:
+			if !b.InBounds(t.Value) {
+				return nil, fmt.Errorf("value %d out of the bounds of board %s", t.Value, t.Board)
+			}
+		}
+		events[i] = storage.ScoreEvent{
+			Op: op, EventID: cmd.EventID, Board: t.Board, Period: t.Period, Operator: operator,
+			UserID: cmd.UserID, NickName: cmd.NickName, Value: t.Value, OccurredAt: cmd.OccurredAt, Metadata: cmd.Metadata,
+		}
 	}
-	if !b.InBounds(cmd.Value) {
-		return storage.ScoreEvent{}, fmt.Errorf("value %d out of the bounds of board %s", cmd.Value, b.ID)
-	}
-	return storage.ScoreEvent{
-		EventID: cmd.EventID, Board: cmd.Board, Period: cmd.Period, Operator: b.Operator,
-		UserID: cmd.UserID, NickName: cmd.NickName, Value: cmd.Value, OccurredAt: cmd.OccurredAt, Metadata: cmd.Metadata,
-	}, nil
+	return events, nil
 }
 
-// settle applies a batch and returns each event's result. A batch that fails for any
-// reason but an unreachable store is split: each event is applied on its own, so one
-// event PostgreSQL rejects (or one that panics) fails alone and the others apply.
-func (a *ApplyScore) settle(events []storage.ScoreEvent) []storage.Result[bool] {
-	results := make([]storage.Result[bool], len(events))
+// settle applies a batch of commands and returns each one's result. A batch that fails
+// for any reason but an unreachable store is split: each command is applied on its own, so
+// one command PostgreSQL rejects (or one that panics) fails alone and the others apply.
+func (a *ApplyScore) settle(cmds [][]storage.ScoreEvent) []storage.Result[bool] {
+	results := make([]storage.Result[bool], len(cmds))
+	var events []storage.ScoreEvent
+	for _, c := range cmds {
+		events = append(events, c...)
+	}
 	fresh, err := a.safeApply(events)
-	if err != nil && len(events) > 1 && !errors.Is(err, storage.ErrUnavailable) {
-		a.logger.Warn("projector batch failed, applying its events one by one", "events", len(events), "err", err)
-		for i := range events {
-			results[i] = a.settle(events[i : i+1])[0]
+	if err != nil && len(cmds) > 1 && !errors.Is(err, storage.ErrUnavailable) {
+		a.logger.Warn("projector batch failed, applying its commands one by one", "commands", len(cmds), "err", err)
+		for i := range cmds {
+			results[i] = a.settle(cmds[i : i+1])[0]
 		}
 		return results
 	}
@@ -155,6 +181,8 @@ func (a *ApplyScore) settle(events []storage.ScoreEvent) []storage.Result[bool] 
 			result = "redelivered"
 		}
 		a.metrics.events.WithLabelValues(boardLabel(e.Board), result).Inc()
+	}
+	for i := range results {
 		results[i].Err = err
 	}
 	return results
@@ -249,16 +277,33 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 				return nil, fmt.Errorf("fold: unknown board %q: %w", e.Board, storage.ErrRejected)
 			}
 			k := e.Key()
+			prev := state[k]
 			var cur *configs.EntryValue
-			if s := state[k]; s != nil {
-				cur = &configs.EntryValue{Value: s.Score, ReachedAt: s.ReachedAt, UpdatedAt: s.UpdatedAt}
+			if prev != nil && !prev.Removed {
+				cur = &configs.EntryValue{Value: prev.Score, ReachedAt: prev.ReachedAt, UpdatedAt: prev.UpdatedAt}
 			}
-			next, ok := b.Combine(cur, e.Value, e.OccurredAt)
-			if !ok {
-				continue
+			var next storage.EntryState
+			switch e.Op {
+			case storage.OpRemove:
+				if cur == nil { // nothing to remove
+					continue
+				}
+				next = *prev
+				next.Removed, next.UpdatedAt = true, e.OccurredAt
+			case storage.OpAdjust: // an admin sets the value, whatever the operator
+				next = storage.EntryState{Score: e.Value, ReachedAt: e.OccurredAt, UpdatedAt: e.OccurredAt}
+				if cur != nil {
+					next.Metadata = prev.Metadata
+				}
+			default:
+				v, ok := b.Combine(cur, e.Value, e.OccurredAt)
+				if !ok {
+					continue
+				}
+				next = storage.EntryState{Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt, Metadata: e.Metadata}
 			}
-			state[k] = &storage.EntryState{Board: k.Board, Period: k.Period, UserID: k.UserID, Score: next.Value, SortKey: b.SortKey(next.Value),
-				ReachedAt: next.ReachedAt, UpdatedAt: next.UpdatedAt, Metadata: e.Metadata}
+			next.Board, next.Period, next.UserID, next.SortKey = k.Board, k.Period, k.UserID, b.SortKey(next.Score)
+			state[k] = &next
 			if !seen[k] {
 				seen[k] = true
 				changed = append(changed, k)

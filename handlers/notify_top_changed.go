@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -12,7 +13,7 @@ import (
 
 // RealtimeFeed is what the notification handlers feed: the SSE hub of this process.
 type RealtimeFeed interface {
-	PublishTop(board, period string, version int64, entries []messages.Entry)
+	PublishTop(board, period string, version int64, updatedAt time.Time, entries []messages.Entry)
 	UsersChanged(ctx context.Context, board, period string, users []string)
 }
 
@@ -30,7 +31,7 @@ func (n NotifyTopChanged) Handle(msg *message.Message) error {
 		n.Logger.Warn("skipping malformed LeaderboardChanged", "uuid", msg.UUID, "err", err)
 		return nil
 	}
-	n.Feed.PublishTop(ev.Board, ev.Period, ev.Version, ev.Entries)
+	n.Feed.PublishTop(ev.Board, ev.Period, ev.Version, ev.UpdatedAt, ev.Entries)
 	return nil
 }
 

@@ -48,11 +48,11 @@ func NewChangePublisher(pub message.Publisher, topic, usersTopic string, logger 
 // TopChanged queues the board's new top, replacing an older one not yet published.
 func (c *ChangePublisher) TopChanged(board, period string, top storage.Top) {
 	ev := messages.LeaderboardChanged{
-		EventID: watermill.NewUUID(), Board: board, Period: period, Version: top.Version, OccurredAt: time.Now().UTC(),
+		EventID: watermill.NewUUID(), Board: board, Period: period, Version: top.Version, UpdatedAt: top.UpdatedAt, OccurredAt: time.Now().UTC(),
 		Entries: make([]messages.Entry, len(top.Entries)),
 	}
 	for i, e := range top.Entries {
-		ev.Entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
+		ev.Entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
 	}
 	key := board + ":" + period
 	c.mu.Lock()

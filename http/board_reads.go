@@ -19,6 +19,15 @@ type Loader interface {
 	Exists(ctx context.Context, board, period string) (bool, error)
 }
 
+// BoardStore is what Reads reads a board period from: Redis (storage.Boards, which answers
+// storage.ErrNotLoaded for a period it does not hold) or PostgreSQL (storage.Ranks).
+type BoardStore interface {
+	BoardReader
+	Page(ctx context.Context, board, period string, after *storage.Position, size int) ([]storage.Entry, error)
+	Around(ctx context.Context, board, period, userID string, n int) (storage.Entry, []storage.Entry, error)
+	Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error)
+}
+
 // Reads answers reads of any board period: from Redis for the periods it keeps (loading
 // a period it lost or let expire from PostgreSQL first, once per process however many
 // readers wait), from PostgreSQL for older periods, and from PostgreSQL, marked degraded,
@@ -26,14 +35,14 @@ type Loader interface {
 type Reads struct {
 	cfg     configs.Config
 	periods *Periods
-	redis   BoardReader
-	pg      BoardReader
+	redis   BoardStore
+	pg      BoardStore
 	loader  Loader
 	loads   singleflight.Group
 }
 
 // NewReads returns the read side over Redis (redis), PostgreSQL (pg) and the loader.
-func NewReads(cfg configs.Config, periods *Periods, redis, pg BoardReader, loader Loader) *Reads {
+func NewReads(cfg configs.Config, periods *Periods, redis, pg BoardStore, loader Loader) *Reads {
 	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, loader: loader}
 }
 
@@ -43,7 +52,7 @@ var errUnknownBoard = errors.New("unknown board")
 // top reads a board period's top; degraded says it came from PostgreSQL because Redis was
 // unavailable. A match board without any entry is storage.ErrNotFound.
 func (r *Reads) top(ctx context.Context, b configs.Board, period string, limit int) (top storage.Top, degraded bool, err error) {
-	err = r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
 		top, err = src.Top(ctx, b.Key(), period, limit)
 		return err
 	})
@@ -52,7 +61,7 @@ func (r *Reads) top(ctx context.Context, b configs.Board, period string, limit i
 
 // user reads a user's entry on a board period (storage.ErrNotFound when there is none).
 func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, degraded bool, err error) {
-	err = r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
 	})
@@ -60,7 +69,7 @@ func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string
 }
 
 // read runs one read against the right store.
-func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardReader) error) error {
+func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
 	ttl, hot, err := r.periods.InRedis(ctx, b, period)
 	if err != nil {
 		return err
@@ -94,12 +103,39 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 }
 
 // orFallback reads PostgreSQL instead when Redis was unavailable.
-func (r *Reads) orFallback(err error, degraded *bool, read func(BoardReader) error) error {
+func (r *Reads) orFallback(err error, degraded *bool, read func(BoardStore) error) error {
 	if !errors.Is(err, storage.ErrUnavailable) {
 		return err
 	}
 	*degraded = true
 	return read(r.pg)
+}
+
+// page reads size entries in rank order after a position (nil: from the top).
+func (r *Reads) page(ctx context.Context, b configs.Board, period string, after *storage.Position, size int) (es []storage.Entry, degraded bool, err error) {
+	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
+		es, err = src.Page(ctx, b.Key(), period, after, size)
+		return err
+	})
+	return es, degraded, err
+}
+
+// around reads a user's entry with its n neighbours on each side.
+func (r *Reads) around(ctx context.Context, b configs.Board, period, userID string, n int) (me storage.Entry, es []storage.Entry, degraded bool, err error) {
+	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
+		me, es, err = src.Around(ctx, b.Key(), period, userID, n)
+		return err
+	})
+	return me, es, degraded, err
+}
+
+// users reads the entries of the given users, in rank order.
+func (r *Reads) users(ctx context.Context, b configs.Board, period string, ids []string) (es []storage.Entry, degraded bool, err error) {
+	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
+		es, err = src.Users(ctx, b.Key(), period, ids)
+		return err
+	})
+	return es, degraded, err
 }
 
 // Top reads a board period's top by board id (the hub's snapshots).
@@ -127,7 +163,7 @@ func (r *Reads) User(ctx context.Context, board, period, userID string) (storage
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {
 	var e storage.Entry
 	var degraded bool
-	err := r.read(ctx, b, period, &degraded, func(src BoardReader) error {
+	err := r.read(ctx, b, period, &degraded, func(src BoardStore) error {
 		if src != r.redis {
 			return storage.ErrUnavailable
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // Errors a subscription can be refused with.
@@ -35,6 +36,9 @@ type HubConfig struct {
 	TopSize int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// NextReset tells when a board period ends, when it is the board's current period and
+	// rolls over by the clock; snapshots carry it (next_reset_at).
+	NextReset func(board, period string) (time.Time, bool)
 }
 
 func (c *HubConfig) setDefaults() {
@@ -189,7 +193,21 @@ func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVer
 		return nil, err
 	}
 	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	h.offerOwnEntry(ctx, c)
 	return &Subscription{hub: h, c: c}, nil
+}
+
+// offerOwnEntry queues the stream user's own entry on the board period, when there is one,
+// so a client shows its rank from the start, also outside the top.
+func (h *Hub) offerOwnEntry(ctx context.Context, c *client) {
+	e, err := h.boards.User(ctx, c.board, c.period, c.user)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.userEvents = append(c.userEvents, h.renderUser(c.board, c.period, c.user, e))
+	c.mu.Unlock()
+	c.signal()
 }
 
 // Frames returns the frames due now, and how long until a snapshot held back by the
@@ -197,13 +215,13 @@ func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVer
 func (s *Subscription) Frames() ([]Frame, time.Duration) {
 	top, users, wait := s.c.take(s.hub.cfg.Window, s.hub.cfg.Now())
 	frames := make([]Frame, 0, len(users)+1)
+	if top != nil { // the top first: a client replaces its board, then places the user
+		frames = append(frames, Frame{ID: strconv.FormatInt(top.version, 10), Event: "leaderboard.updated", Data: top.data})
+		s.hub.sent.WithLabelValues("leaderboard.updated").Inc()
+	}
 	for _, u := range users {
 		frames = append(frames, Frame{Event: "user.rank.updated", Data: u})
 		s.hub.sent.WithLabelValues("user.rank.updated").Inc()
-	}
-	if top != nil {
-		frames = append(frames, Frame{ID: strconv.FormatInt(top.version, 10), Event: "leaderboard.updated", Data: top.data})
-		s.hub.sent.WithLabelValues("leaderboard.updated").Inc()
 	}
 	return frames, wait
 }
@@ -235,6 +253,7 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 		return err
 	}
 	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	h.offerOwnEntry(ctx, c)
 	return nil
 }
 
@@ -296,8 +315,8 @@ func (h *Hub) unregister(c *client) {
 
 // PublishTop takes a board's new top-N (from the notification handler). Older versions
 // than the newest seen are ignored, so versions only increase.
-func (h *Hub) PublishTop(board, period string, version int64, entries []messages.Entry) {
-	s := h.renderTop(board, period, version, entries)
+func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Time, entries []messages.Entry) {
+	s := h.renderTop(board, period, version, updatedAt, entries)
 	key := board + ":" + period
 	h.mu.Lock()
 	if cur, ok := h.latest[key]; ok && cur.version >= version {
@@ -338,9 +357,7 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 		if err != nil {
 			continue // the next change, or a reconnect, brings it
 		}
-		data, _ := json.Marshal(map[string]any{
-			"user_id": u, "board": board, "score": e.Score, "rank": e.Rank, "ts": h.cfg.Now().UTC(),
-		})
+		data := h.renderUser(board, period, u, e)
 		for _, c := range targets {
 			c.mu.Lock()
 			if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
@@ -362,9 +379,9 @@ func (h *Hub) snapshot(ctx context.Context, board, period string) (snapshot, err
 	}
 	entries := make([]messages.Entry, len(top.Entries))
 	for i, e := range top.Entries {
-		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt}
+		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
 	}
-	s := h.renderTop(board, period, top.Version, entries)
+	s := h.renderTop(board, period, top.Version, top.UpdatedAt, entries)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.latest[board+":"+period]; ok && cur.version > s.version {
@@ -373,17 +390,34 @@ func (h *Hub) snapshot(ctx context.Context, board, period string) (snapshot, err
 	return s, nil
 }
 
-func (h *Hub) renderTop(board, period string, version int64, entries []messages.Entry) snapshot {
+func (h *Hub) renderTop(board, period string, version int64, updatedAt time.Time, entries []messages.Entry) snapshot {
 	if len(entries) > h.cfg.TopSize {
 		entries = entries[:h.cfg.TopSize]
 	}
 	if entries == nil {
 		entries = []messages.Entry{}
 	}
-	data, _ := json.Marshal(map[string]any{
-		"board": board, "period": period, "version": version, "entries": entries, "ts": h.cfg.Now().UTC(),
-	})
+	v := map[string]any{"board": board, "period": period, "version": version, "entries": entries, "ts": h.cfg.Now().UTC()}
+	if !updatedAt.IsZero() {
+		v["updated_at"] = updatedAt.UTC() // when the top last changed, not when this was sent
+	}
+	if h.cfg.NextReset != nil {
+		if at, ok := h.cfg.NextReset(board, period); ok {
+			v["next_reset_at"] = at.UTC()
+		}
+	}
+	data, _ := json.Marshal(v)
 	return snapshot{version: version, data: data}
+}
+
+// renderUser renders a user.rank.updated event.
+func (h *Hub) renderUser(board, period, user string, e storage.Entry) []byte {
+	v := map[string]any{"user_id": user, "board": board, "period": period, "score": e.Score, "rank": e.Rank, "ts": h.cfg.Now().UTC()}
+	if !e.UpdatedAt.IsZero() {
+		v["updated_at"] = e.UpdatedAt.UTC()
+	}
+	data, _ := json.Marshal(v)
+	return data
 }
 
 // Close ends every stream; new ones are refused.

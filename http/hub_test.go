@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,15 @@ func (fakeBoards) Top(context.Context, string, string, int) (storage.Top, error)
 }
 func (fakeBoards) User(context.Context, string, string, string) (storage.Entry, error) {
 	return storage.Entry{Rank: 3, Score: 7}, nil
+}
+func (fakeBoards) Page(context.Context, string, string, *storage.Position, int) ([]storage.Entry, error) {
+	return nil, nil
+}
+func (fakeBoards) Around(context.Context, string, string, string, int) (storage.Entry, []storage.Entry, error) {
+	return storage.Entry{}, nil, storage.ErrNotFound
+}
+func (fakeBoards) Users(context.Context, string, string, []string) ([]storage.Entry, error) {
+	return nil, nil
 }
 
 // clock is a hand-moved clock for the hub.
@@ -35,7 +45,7 @@ func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []int64{1, 2, 5, 4, 3} {
-		h.PublishTop("global", "all_time", v, []messages.Entry{{Rank: 1, UserID: "x", Score: v}})
+		h.PublishTop("global", "all_time", v, time.Time{}, []messages.Entry{{Rank: 1, UserID: "x", Score: v}})
 	}
 	top, _, _ := c.take(0, clk.now())
 	if top == nil || top.version != 5 {
@@ -44,7 +54,7 @@ func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("second take returned version %d", top.version)
 	}
-	h.PublishTop("global", "all_time", 4, nil) // older than delivered: never sent
+	h.PublishTop("global", "all_time", 4, time.Time{}, nil) // older than delivered: never sent
 	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("older version %d offered after 5", top.version)
 	}
@@ -56,12 +66,12 @@ func TestHubWindowSpacesSnapshots(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{Window: 200 * time.Millisecond}, clk)
 	c, _ := h.register("u", "global", "all_time", -1)
-	h.PublishTop("global", "all_time", 1, nil)
+	h.PublishTop("global", "all_time", 1, time.Time{}, nil)
 	if top, _, _ := c.take(h.cfg.Window, clk.now()); top == nil {
 		t.Fatal("first snapshot held back")
 	}
 	clk.advance(50 * time.Millisecond)
-	h.PublishTop("global", "all_time", 2, nil)
+	h.PublishTop("global", "all_time", 2, time.Time{}, nil)
 	top, _, wait := c.take(h.cfg.Window, clk.now())
 	if top != nil || wait != 150*time.Millisecond {
 		t.Fatalf("50 ms after a snapshot: took %v, wait %v; want nothing for 150ms", top, wait)
@@ -81,10 +91,10 @@ func TestHubDropsClientsThatStayBehind(t *testing.T) {
 	h := hubWith(HubConfig{MaxBehind: 50 * time.Millisecond}, clk)
 	slow, _ := h.register("slow", "global", "all_time", -1)
 	fast, _ := h.register("fast", "global", "all_time", -1)
-	h.PublishTop("global", "all_time", 1, nil)
+	h.PublishTop("global", "all_time", 1, time.Time{}, nil)
 	fast.take(0, clk.now())
 	clk.advance(50 * time.Millisecond)
-	h.PublishTop("global", "all_time", 2, nil) // exactly MaxBehind: still kept
+	h.PublishTop("global", "all_time", 2, time.Time{}, nil) // exactly MaxBehind: still kept
 	select {
 	case <-slow.gone:
 		t.Fatal("dropped at exactly MaxBehind")
@@ -92,7 +102,7 @@ func TestHubDropsClientsThatStayBehind(t *testing.T) {
 	}
 	fast.take(0, clk.now())
 	clk.advance(time.Millisecond)
-	h.PublishTop("global", "all_time", 3, nil)
+	h.PublishTop("global", "all_time", 3, time.Time{}, nil)
 	select {
 	case <-slow.gone:
 	default:
@@ -121,12 +131,12 @@ func TestHubUserEventsGoToThatUserOnly(t *testing.T) {
 func TestHubNeverQueuesWhatAReconnectingClientHas(t *testing.T) {
 	h := NewHub(HubConfig{}, fakeBoards{}, nil)
 	c, _ := h.register("u", "global", "all_time", 5) // Last-Event-ID: 5
-	h.PublishTop("global", "all_time", 4, nil)
-	h.PublishTop("global", "all_time", 5, nil)
+	h.PublishTop("global", "all_time", 4, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 5, time.Time{}, nil)
 	if top, _, _ := c.take(0, time.Now()); top != nil {
 		t.Fatalf("queued version %d for a client at 5", top.version)
 	}
-	h.PublishTop("global", "all_time", 6, nil)
+	h.PublishTop("global", "all_time", 6, time.Time{}, nil)
 	if top, _, _ := c.take(0, time.Now()); top == nil || top.version != 6 {
 		t.Fatalf("newer version not queued: %+v", top)
 	}
@@ -143,8 +153,9 @@ func TestHubSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	frames, _ := sub.Frames()
-	if len(frames) != 1 || frames[0].Event != "leaderboard.updated" || frames[0].ID != "0" {
-		t.Fatalf("on connect: %+v, want the snapshot of version 0", frames)
+	if len(frames) != 2 || frames[0].Event != "leaderboard.updated" || frames[0].ID != "0" ||
+		frames[1].Event != "user.rank.updated" || !strings.Contains(string(frames[1].Data), `"rank":3`) {
+		t.Fatalf("on connect: %+v, want the snapshot of version 0, then the user's own entry (rank 3)", frames)
 	}
 	if _, err := h.Subscribe(ctx, "u", "global", "all_time", -1); !errors.Is(err, errTooManyUserStreams) {
 		t.Fatalf("a second stream of one user: %v", err)
@@ -161,7 +172,7 @@ func TestHubSubscription(t *testing.T) {
 		t.Fatalf("a stream after one closed: %v", err)
 	}
 	clk.advance(time.Second)
-	h.PublishTop("global", "all_time", 7, []messages.Entry{{Rank: 1, UserID: "x", Score: 1}})
+	h.PublishTop("global", "all_time", 7, time.Time{}, []messages.Entry{{Rank: 1, UserID: "x", Score: 1}})
 	select {
 	case <-sub.Ready():
 	default:

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"net/http"
 )
 
@@ -21,6 +22,10 @@ var (
 // without a token of their own. It is a realtime token: it opens streams and nothing else.
 var devTokenMarker = []byte(`<meta name="lb-dev-token" content="">`)
 
+// boardsMarker is where the page receives the board list (a JSON data block, not a
+// script: the policy below runs no inline script).
+var boardsMarker = []byte(`<script id="lb-boards" type="application/json">[]</script>`)
+
 // pagePolicy is the live page's Content-Security-Policy: its own script and style only,
 // no inline script, never framed.
 const pagePolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
@@ -28,11 +33,23 @@ const pagePolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img
 
 // handlePage serves the live top-10 page (static, embedded in the binary).
 func (s *server) handlePage() http.HandlerFunc {
+	type board struct {
+		ID       string `json:"id"`
+		Operator string `json:"operator"`
+		Order    string `json:"order"`
+		Period   string `json:"period"`
+	}
+	list := make([]board, len(s.Config.Boards))
+	for i, b := range s.Config.Boards {
+		list[i] = board{ID: b.ID, Operator: b.Operator, Order: b.Order, Period: b.Period}
+	}
+	raw, _ := json.Marshal(list) // escapes <, > and &: safe inside the data block
+	withBoards := bytes.Replace(pageHTML, boardsMarker, []byte(`<script id="lb-boards" type="application/json">`+string(raw)+`</script>`), 1)
 	return func(w http.ResponseWriter, r *http.Request) {
-		page := pageHTML
+		page := withBoards
 		if s.Config.UsesDevSecret() {
 			if tok, _, err := s.tokens.signRealtime("viewer", "", s.Realtime.TokenTTL); err == nil {
-				page = bytes.Replace(pageHTML, devTokenMarker, []byte(`<meta name="lb-dev-token" content="`+tok+`">`), 1)
+				page = bytes.Replace(withBoards, devTokenMarker, []byte(`<meta name="lb-dev-token" content="`+tok+`">`), 1)
 			}
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -188,3 +188,16 @@ func (p *Periods) StartSeason(ctx context.Context, b configs.Board, name, actor,
 	p.mu.Unlock()
 	return s, nil
 }
+
+// NextResetOf tells when a board period ends by the clock, when it is the board's current
+// period (the realtime snapshots carry it).
+func (p *Periods) NextResetOf(board, period string) (time.Time, bool) {
+	b, ok := p.cfg.Board(board)
+	if !ok {
+		return time.Time{}, false
+	}
+	if cur, err := p.Current(context.Background(), b); err != nil || cur != period {
+		return time.Time{}, false
+	}
+	return p.NextReset(b)
+}

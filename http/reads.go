@@ -28,7 +28,7 @@ func viewOf(e storage.Entry) entryView {
 	return entryView{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
 }
 
-// userView is a user's entry.
+// userView is a user's entry, with its neighbours when asked for.
 type userView struct {
 	UserID    string          `json:"user_id"`
 	Score     int64           `json:"score"`
@@ -37,6 +37,7 @@ type userView struct {
 	Board     string          `json:"board"`
 	Period    string          `json:"period"`
 	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Around    []entryView     `json:"around,omitempty"`
 }
 
 // board resolves a board id (match:{id} included), answering 404 when it names none.
@@ -50,7 +51,12 @@ func (s *server) board(w http.ResponseWriter, r *http.Request, id string) (confi
 
 // period resolves ?period= of a board, answering 400 or 404 when it names no period.
 func (s *server) period(w http.ResponseWriter, r *http.Request, b configs.Board) (string, bool) {
-	p, err := s.Periods.Resolve(r.Context(), b, r.URL.Query().Get("period"))
+	return s.resolvePeriod(w, r, b, r.URL.Query().Get("period"))
+}
+
+// resolvePeriod resolves a period parameter's value (seed 004's ?date= and ?season= too).
+func (s *server) resolvePeriod(w http.ResponseWriter, r *http.Request, b configs.Board, raw string) (string, bool) {
+	p, err := s.Periods.Resolve(r.Context(), b, raw)
 	switch {
 	case errors.Is(err, errBadPeriod):
 		writeError(w, r, http.StatusBadRequest, "invalid_period", err.Error(), "")
@@ -159,7 +165,19 @@ func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, u
 	if !ok {
 		return
 	}
-	e, degraded, err := s.Reads.user(r.Context(), b, period, userID)
+	around, ok := intParam(w, r, "around", 0, 1, 50, "invalid_around")
+	if !ok {
+		return
+	}
+	var e storage.Entry
+	var near []storage.Entry
+	var degraded bool
+	var err error
+	if around > 0 {
+		e, near, degraded, err = s.Reads.around(r.Context(), b, period, userID, around)
+	} else {
+		e, degraded, err = s.Reads.user(r.Context(), b, period, userID)
+	}
 	s.markDegraded(w, degraded)
 	if errors.Is(err, storage.ErrNotFound) {
 		writeError(w, r, http.StatusNotFound, "not_found", "user has no entry on this board and period", "")
@@ -169,7 +187,14 @@ func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, u
 		s.readFailed(w, r, err)
 		return
 	}
-	encode(w, http.StatusOK, userView{UserID: e.UserID, Score: e.Score, Rank: e.Rank, UpdatedAt: e.UpdatedAt, Board: b.Key(), Period: period, Metadata: e.Metadata})
+	view := userView{UserID: e.UserID, Score: e.Score, Rank: e.Rank, UpdatedAt: e.UpdatedAt, Board: b.Key(), Period: period, Metadata: e.Metadata}
+	if around > 0 {
+		view.Around = make([]entryView, len(near))
+		for i, n := range near {
+			view.Around[i] = viewOf(n)
+		}
+	}
+	encode(w, http.StatusOK, view)
 }
 
 func (s *server) readFailed(w http.ResponseWriter, r *http.Request, err error) {

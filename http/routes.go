@@ -34,7 +34,17 @@ func (s *server) routes() http.Handler {
 		r.Get("/v1/boards", s.handleListBoards())
 		r.Post("/v1/boards/{board_id}/scores", s.handleBoardWrite())
 		r.Get("/v1/boards/{board_id}/top", s.handleTop(""))
+		r.Get("/v1/boards/{board_id}/entries", s.handleEntries())
+		r.Get("/v1/boards/{board_id}/users", s.handleFriends())
 		r.Get("/v1/boards/{board_id}/users/{user_id}", s.handleUser(""))
+		// Increments (seed 003).
+		r.Post("/v1/scores/increment", s.handleIncrement())
+		// Matches, days and seasons (seed 004).
+		r.Post("/v1/matches/{match_id}/users/{user_id}/point", s.handleMatchPoint())
+		r.Get("/v1/match-leaderboard/{match_id}/score", s.handleMatchScore())
+		r.Get("/v1/daily-leaderboard", s.handleDailyPage())
+		r.Get("/v1/daily-leaderboard/users/{user_id}", s.handleSeed004User("daily", "date"))
+		r.Get("/v1/season-leaderboard/users/{user_id}", s.handleSeed004User("season", "season"))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.requireRole("admin"))

@@ -22,12 +22,14 @@ const maxBodyBytes = 4 << 10
 
 const globalBoard = "global"
 
-// writeRequest is what every write endpoint decodes into; valueField names its value.
+// writeRequest is what every write endpoint decodes into.
 type writeRequest struct {
 	Value    json.RawMessage
 	EventID  *string
 	UserID   *string
 	Metadata json.RawMessage
+	// Also are more boards the value counts for (match points).
+	Also []configs.Board
 }
 
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
@@ -102,7 +104,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
-	sub := submit{Board: b, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, Metadata: meta, CorrelationID: requestIDFrom(r.Context())}
+	sub := submit{Board: b, Also: req.Also, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, Metadata: meta, CorrelationID: requestIDFrom(r.Context())}
 	if userID == claims.Subject { // a server's token names the server, not the player
 		sub.NickName = messages.CleanNickName(claims.Name)
 	}

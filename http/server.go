@@ -52,6 +52,7 @@ type server struct {
 	Deps
 	metrics     httpMetrics
 	tokens      tokens
+	cursors     cursors
 	submissions submission
 }
 
@@ -67,6 +68,7 @@ func NewServer(d Deps) http.Handler {
 	s := &server{
 		Deps: d, metrics: newHTTPMetrics(d.Registry),
 		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now},
+		cursors:     newCursors(d.Config.JWTSecret),
 		submissions: submission{reads: d.Reads, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
 	}
 	return s.routes()

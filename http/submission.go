@@ -50,7 +50,10 @@ type submission struct {
 
 // submit is one write: who, where, what, and whether the client chose the event id.
 type submit struct {
-	Board         configs.Board
+	Board configs.Board
+	// Also are more boards the same value counts for, once each (a match point feeds the
+	// day and the season too).
+	Also          []configs.Board
 	UserID        string
 	NickName      string
 	EventID       string
@@ -74,19 +77,29 @@ type submitted struct {
 // Submit decides a write. Its errors are errEventIDConflict, errValueOutOfRange, or a
 // dependency's (wrapping storage.ErrUnavailable).
 func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
-	if !w.Board.InBounds(w.Value) {
-		return submitted{}, errValueOutOfRange
+	for _, b := range append([]configs.Board{w.Board}, w.Also...) {
+		if !b.InBounds(w.Value) {
+			return submitted{}, errValueOutOfRange
+		}
 	}
 	at := s.now().UTC()
 	period, err := s.periods.Current(ctx, w.Board)
 	if err != nil {
 		return submitted{}, err
 	}
+	also := make([]messages.BoardValue, len(w.Also))
+	for i, b := range w.Also {
+		p, err := s.periods.Current(ctx, b)
+		if err != nil {
+			return submitted{}, err
+		}
+		also[i] = messages.BoardValue{Board: b.Key(), Period: p, Value: w.Value}
+	}
 	hash := bodyHash(w)
 
 	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
 	// cannot answer, the command is accepted and the projector decides.
-	if w.Board.Operator == configs.OpBest {
+	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 {
 		if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
 			if !w.ClientEventID {
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
@@ -105,7 +118,7 @@ func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
 
 	cmd := messages.ScoreSubmitted{
 		EventID: w.EventID, Board: w.Board.Key(), Period: period, UserID: w.UserID,
-		NickName: w.NickName, Value: w.Value, Metadata: w.Metadata, OccurredAt: at,
+		NickName: w.NickName, Value: w.Value, Also: also, Metadata: w.Metadata, OccurredAt: at,
 	}
 	msg, err := commandMessage(cmd, w.CorrelationID)
 	if err != nil {
@@ -148,7 +161,11 @@ func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (s
 // board, the value and the metadata (not the period, which the server decides: a retry
 // after a reset is still the same request).
 func bodyHash(w submit) []byte {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%s", w.Board.Key(), w.UserID, w.Value, w.Metadata))
+	boards := w.Board.Key()
+	for _, b := range w.Also {
+		boards += "+" + b.Key()
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%s", boards, w.UserID, w.Value, w.Metadata))
 	return h[:]
 }
 

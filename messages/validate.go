@@ -3,6 +3,7 @@ package messages
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
@@ -58,8 +59,30 @@ func (c ScoreSubmitted) Validate() error {
 	if !ValidUserID(c.UserID) {
 		errs = append(errs, errors.New("invalid user_id"))
 	}
-	if c.Board == "" || c.Period == "" {
-		errs = append(errs, errors.New("missing board or period"))
+	switch c.Op {
+	case "", OpAdjust, OpRemove:
+		if c.Board == "" || c.Period == "" {
+			errs = append(errs, errors.New("missing board or period"))
+		}
+		if c.Op != "" && len(c.Also) > 0 {
+			errs = append(errs, fmt.Errorf("op %s takes one board", c.Op))
+		}
+	case OpSync:
+		if c.Board != "" || c.Period != "" || c.Value != 0 || len(c.Also) > 0 || c.Metadata != nil {
+			errs = append(errs, errors.New("op sync names a user only"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown op %q", c.Op))
+	}
+	seen := map[string]bool{c.Board + "\x00" + c.Period: true}
+	for _, a := range c.Also {
+		if a.Board == "" || a.Period == "" {
+			errs = append(errs, errors.New("missing board or period in also"))
+		}
+		if seen[a.Board+"\x00"+a.Period] {
+			errs = append(errs, fmt.Errorf("board %q and period %q named twice", a.Board, a.Period))
+		}
+		seen[a.Board+"\x00"+a.Period] = true
 	}
 	if c.OccurredAt.IsZero() {
 		errs = append(errs, errors.New("missing occurred_at"))

@@ -9,8 +9,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// Ops of a score event other than the board's operator.
+const (
+	// OpAdjust sets the entry's value, whatever the board's operator (an admin's fix).
+	OpAdjust = "adjust"
+	// OpRemove deletes the entry.
+	OpRemove = "remove"
+	// OpSync names a user whose entries changed outside the pipeline (a ban or an unban):
+	// it is not recorded in the history; the mirror gets the state of all their entries.
+	OpSync = "sync"
+)
+
 // ScoreEvent is one command to apply to a board entry.
 type ScoreEvent struct {
+	// Op is "" (the board's operator), OpAdjust, OpRemove or OpSync.
+	Op         string
 	EventID    string
 	Board      string
 	Period     string
@@ -42,6 +55,10 @@ type EntryState struct {
 	UpdatedAt time.Time
 	// Metadata is the JSON object of the event that last changed the entry (nil: none).
 	Metadata []byte
+	// Hidden entries belong to a banned user: kept, but left out of every read.
+	Hidden bool
+	// Removed is an entry an admin removed: it no longer exists.
+	Removed bool
 }
 
 // Key is the entry the state belongs to.
@@ -83,7 +100,16 @@ func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: po
 func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
 	var out AppliedBatch
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		fresh, maxSeq, err := recordHistory(ctx, tx, events)
+		var recorded []ScoreEvent
+		var synced []string
+		for _, e := range events {
+			if e.Op == OpSync {
+				synced = append(synced, e.UserID)
+			} else {
+				recorded = append(recorded, e)
+			}
+		}
+		fresh, maxSeq, err := recordHistory(ctx, tx, recorded)
 		if err != nil {
 			return err
 		}
@@ -92,7 +118,23 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFu
 		var newEvents []ScoreEvent
 		var named, touched []EntryKey
 		seenNamed, seenTouched := map[EntryKey]bool{}, map[EntryKey]bool{}
+		if len(synced) > 0 { // every entry of a synced user is named
+			keys, err := entriesOf(ctx, tx, synced)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if !seenNamed[k] {
+					seenNamed[k] = true
+					named = append(named, k)
+				}
+			}
+		}
 		for i, e := range events {
+			if e.Op == OpSync {
+				out.Fresh[i] = true // nothing to repeat: a sync is applied every time
+				continue
+			}
 			k := e.Key()
 			if e.NickName != "" {
 				out.NickNames[e.UserID] = e.NickName
@@ -116,6 +158,7 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFu
 		out.NewEvents = len(newEvents)
 		out.Changed = map[string][]string{}
 		b := &pgx.Batch{}
+		var removed []EntryState
 		if len(newEvents) > 0 {
 			current, err := lockEntries(ctx, tx, touched)
 			if err != nil {
@@ -128,6 +171,9 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFu
 			for i := range states {
 				states[i].Version = current[states[i].Key()].Version + 1
 				out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
+				if states[i].Removed {
+					removed = append(removed, states[i])
+				}
 			}
 			queueWriteEntries(b, states)
 		}
@@ -137,7 +183,7 @@ func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFu
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		out.Entries = *entries
+		out.Entries = append(*entries, removed...) // a removed entry is gone from the table
 		return nil
 	})
 	if err != nil {
@@ -178,13 +224,38 @@ func recordHistory(ctx context.Context, tx pgx.Tx, events []ScoreEvent) (map[his
 	return fresh, maxSeq, err
 }
 
-// lockEntries takes a transaction-scoped advisory lock on each entry, then reads their
-// current state. Locks by key (not row locks) also serialize two batches that create the
-// same entry, which a row lock cannot: the row does not exist yet. Locks are taken in hash
+// entriesOf returns the keys of every entry of the users.
+func entriesOf(ctx context.Context, tx pgx.Tx, users []string) ([]EntryKey, error) {
+	rows, err := tx.Query(ctx, `SELECT board_id, period, user_id FROM board_entries WHERE user_id = ANY($1) ORDER BY 1, 2, 3`, users)
+	if err != nil {
+		return nil, err
+	}
+	var k EntryKey
+	var out []EntryKey
+	_, err = pgx.ForEachRow(rows, []any{&k.Board, &k.Period, &k.UserID}, func() error {
+		out = append(out, k)
+		return nil
+	})
+	return out, err
+}
+
+// userLock is the advisory lock key of a user's entries as a whole: the projector holds it
+// shared while it writes some of them, a ban or unban exclusively while it hides or shows
+// all of them (so a new entry of a user being banned is hidden too).
+const userLock = `hashtextextended('user:' || u, 0)`
+
+// lockEntries takes a shared advisory lock on each user (userLock), then a
+// transaction-scoped advisory lock on each entry, then reads their current state. Locks by
+// key (not row locks) also serialize two batches that create the same entry, which a row
+// lock cannot: the row does not exist yet. Locks are taken users first, each kind in hash
 // order, so concurrent batches never deadlock.
 func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]EntryState, error) {
 	boards, periods, users := splitKeys(keys)
 	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT pg_advisory_xact_lock_shared(h) FROM (
+			SELECT DISTINCT `+userLock+` AS h FROM unnest($1::text[]) AS k(u)) l
+		ORDER BY h`, users)
 	b.Queue(`
 		SELECT pg_advisory_xact_lock(h) FROM (
 			SELECT DISTINCT hashtextextended(k.b || ':' || k.p || ':' || k.u, 0) AS h
@@ -218,8 +289,28 @@ func splitKeys(keys []EntryKey) (boards, periods, users []string) {
 	return boards, periods, users
 }
 
-// queueWriteEntries writes absolute entry states.
-func queueWriteEntries(b *pgx.Batch, states []EntryState) {
+// queueWriteEntries writes absolute entry states and deletes removed entries. A new entry
+// of a banned user is hidden from the start; an existing entry keeps its hidden flag.
+func queueWriteEntries(b *pgx.Batch, all []EntryState) {
+	var states, removed []EntryState
+	for _, s := range all {
+		if s.Removed {
+			removed = append(removed, s)
+		} else {
+			states = append(states, s)
+		}
+	}
+	if len(removed) > 0 {
+		boards, periods, users := make([]string, len(removed)), make([]string, len(removed)), make([]string, len(removed))
+		for i, s := range removed {
+			boards[i], periods[i], users[i] = s.Board, s.Period, s.UserID
+		}
+		b.Queue(`DELETE FROM board_entries e USING unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
+			WHERE e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`, boards, periods, users)
+	}
+	if len(states) == 0 {
+		return
+	}
 	n := len(states)
 	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
 	scores, sortKeys, versions := make([]int64, n), make([]int64, n), make([]int64, n)
@@ -229,8 +320,10 @@ func queueWriteEntries(b *pgx.Batch, states []EntryState) {
 		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
 	}
 	b.Queue(`
-		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata, hidden)
+		SELECT k.*, EXISTS (SELECT 1 FROM user_bans x WHERE x.user_id = k.u)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
+			AS k(b, p, u, score, sort_key, version, reached_at, updated_at, metadata)
 		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, sort_key = excluded.sort_key,
 			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata`,
 		boards, periods, users, scores, sortKeys, versions, reached, updated, metas)
@@ -272,12 +365,12 @@ func queueLoadEntries(b *pgx.Batch, keys []EntryKey) *[]EntryState {
 }
 
 // entryColumns are the columns of board_entries e that scanEntry reads.
-const entryColumns = `e.board_id, e.period, e.user_id, e.score, e.sort_key, e.version, e.reached_at, e.updated_at, e.metadata`
+const entryColumns = `e.board_id, e.period, e.user_id, e.score, e.sort_key, e.version, e.reached_at, e.updated_at, e.metadata, e.hidden`
 
 func scanEntry(row pgx.Row) (EntryState, error) {
 	var s EntryState
 	var meta []byte
-	err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta)
+	err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &s.Hidden)
 	if len(meta) > 0 {
 		s.Metadata = meta
 	}

@@ -23,7 +23,7 @@ func NewRanks(pool *pgxpool.Pool) *Ranks { return &Ranks{pool: pool} }
 func (r *Ranks) Top(ctx context.Context, board, period string, limit int) (Top, error) {
 	rows, err := r.pool.Query(ctx, `
 		SELECT e.user_id, e.score, e.updated_at, coalesce(u.nick_name, ''), e.metadata
-		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
 		WHERE (e.board_id || ':' || e.period) = $1
 		ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC
 		LIMIT $2`, board+":"+period, limit)
@@ -63,7 +63,7 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 			WHERE board_id = $1 AND period = $2 AND user_id = $3
 		)
 		SELECT me.score, me.updated_at, me.metadata, 1 + (
-			SELECT count(*) FROM board_entries o
+			SELECT count(*) FROM visible_entries o
 			WHERE (o.board_id || ':' || o.period) = $1 || ':' || $2
 			  AND (o.sort_key > me.sort_key
 			    OR (o.sort_key = me.sort_key AND o.reached_at < me.reached_at)
@@ -84,7 +84,7 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 // Exists reports whether a board period has any entry in PostgreSQL.
 func (r *Ranks) Exists(ctx context.Context, board, period string) (bool, error) {
 	var ok bool
-	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2)`, board, period).Scan(&ok)
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM visible_entries WHERE board_id = $1 AND period = $2)`, board, period).Scan(&ok)
 	return ok, unavailable("board exists", err)
 }
 
@@ -109,7 +109,7 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 		order = "random()"
 	}
 	rows, err := r.pool.Query(ctx, `SELECT `+entryColumns+`, coalesce(u.nick_name, '')
-		FROM board_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
 		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id > $3 ORDER BY `+order+` LIMIT $4`, board, period, afterUser, limit)
 	if err != nil {
 		return nil, nil, unavailable("read board entries", err)
@@ -119,7 +119,7 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 		var s EntryState
 		var meta []byte
 		var nick string
-		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &nick)
+		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &s.Hidden, &nick)
 		if len(meta) > 0 {
 			s.Metadata = meta
 		}
@@ -134,7 +134,7 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 // count returns how many entries a board period holds in PostgreSQL.
 func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
 	var n int64
-	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM board_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
 	return n, unavailable("count board entries", err)
 }
 

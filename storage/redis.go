@@ -40,6 +40,8 @@ type Entry struct {
 	NickName  string
 	UpdatedAt time.Time
 	Metadata  json.RawMessage
+	// Position is where the entry stands (set by page, around and users reads).
+	Position Position
 }
 
 // Top is a board's cached top-N.
@@ -90,10 +92,15 @@ func Member(userID string, reachedAt time.Time) string {
 }
 
 // entryArgs appends the script arguments of entry states: user, value, sort key,
-// version, updated µs, member, nick name, metadata.
+// version, updated µs, member, nick name, metadata. A hidden or removed entry has no
+// member: the scripts delete it.
 func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 	for _, s := range states {
-		args = append(args, s.UserID, s.Score, s.SortKey, s.Version, s.UpdatedAt.UnixMicro(), Member(s.UserID, s.ReachedAt), nicks[s.UserID], string(s.Metadata))
+		member := ""
+		if !s.Hidden && !s.Removed {
+			member = Member(s.UserID, s.ReachedAt)
+		}
+		args = append(args, s.UserID, s.Score, s.SortKey, s.Version, s.UpdatedAt.UnixMicro(), member, nicks[s.UserID], string(s.Metadata))
 	}
 	return args
 }

@@ -7,9 +7,22 @@ import "github.com/redis/go-redis/v9"
 
 // upsertLua defines upsert(z, u, n, m, ...): the version-guarded write of one absolute
 // entry state; it returns true when the top would show something new about the user (a
-// nick name or metadata change).
+// nick name or metadata change). A state without a member is an entry that is gone (its
+// user banned, or removed by an admin): the entry is deleted unless Redis holds a newer
+// version.
 const upsertLua = `
 local function upsert(z, u, n, m, user, score, sortkey, version, updated, member, nick, meta)
+  if member == '' then
+    local cur = redis.call('HGET', u, user)
+    if not cur then return false end
+    local _, cv, _, cm = string.match(cur, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if tonumber(cv) >= version then return false end
+    redis.call('ZREM', z, cm)
+    redis.call('HDEL', u, user)
+    redis.call('HDEL', n, user)
+    redis.call('HDEL', m, user)
+    return false
+  end
   local renamed = false
   if nick ~= '' and redis.call('HGET', n, user) ~= nick then
     redis.call('HSET', n, user, nick)
@@ -63,20 +76,24 @@ local function refreshTop(z, u, n, m, topKey, ver, topN, minVersion, now, force)
   end
   local body = table.concat(lines, '\n')
   local version = math.max(redis.call('INCR', ver), minVersion, curVersion + 1)
-  redis.call('SET', ver, version)
+  redis.call('SET', ver, version, 'KEEPTTL')
   redis.call('HSET', topKey, 'version', version, 'digest', digest, 'updated', now, 'body', body)
   return {1, version, now, body}
 end
 `
 
-// expireLua defines expire(keys, ttl, first, last): the board's keys live ttl ms after
-// the last write (0: forever); the top, whose presence marks a loaded board, goes a second
-// before the rest, so no reader sees a top over missing entries.
+// expireLua defines expire(topKey, ver, ttl, first, last): a period's keys live ttl ms
+// after the last write (0: forever); the top, whose presence marks a loaded period, goes a
+// second before the rest, so no reader sees a top over missing entries. The board's version
+// counter ver lives as long as the longest-lived of its periods, so a board whose periods
+// all expire (a finished match) leaves nothing behind; versions still rise after that, as
+// loads start above PostgreSQL's history.
 const expireLua = `
-local function expire(topKey, ttl, first, last)
+local function expire(topKey, ver, ttl, first, last)
   if ttl <= 0 then return end
   for k = first, last do redis.call('PEXPIRE', KEYS[k], ttl) end
   redis.call('PEXPIRE', topKey, math.max(ttl - 1000, 1))
+  if redis.call('PTTL', ver) < ttl then redis.call('PEXPIRE', ver, ttl) end
 end
 `
 
@@ -99,7 +116,7 @@ for _ = 1, count do
   if rebuilding then upsert(KEYS[7], KEYS[8], KEYS[9], KEYS[10], user, score, sortkey, version, updated, member, nick, meta) end
 end
 local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
-expire(KEYS[5], ttl, 1, 4)
+expire(KEYS[5], KEYS[11], ttl, 1, 4)
 return res
 `)
 
@@ -121,7 +138,7 @@ return count
 // KEYS: z, u, n, m, top, ver. ARGV: topN, minVersion, now µs, ttl ms.
 var sealScript = redis.NewScript(topLua + expireLua + `
 local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(KEYS[5], tonumber(ARGV[4]), 1, 4)
+expire(KEYS[5], KEYS[6], tonumber(ARGV[4]), 1, 4)
 return res
 `)
 
@@ -140,7 +157,7 @@ for k = 1, 4 do
 end
 redis.call('DEL', KEYS[6])
 local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(KEYS[5], tonumber(ARGV[5]), 1, 4)
+expire(KEYS[5], KEYS[11], tonumber(ARGV[5]), 1, 4)
 return res
 `)
 
@@ -155,4 +172,73 @@ local member = string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$')
 local rank = redis.call('ZREVRANK', KEYS[1], member)
 if not rank then return false end
 return {h, rank, redis.call('HGET', KEYS[3], ARGV[1]) or ''}
+`)
+
+// entriesLua defines entries(u, n, m, list): for members returned WITHSCORES, the flat
+// array member, sort key, "value|version|updated|member", nick name, metadata of each.
+const entriesLua = `
+local function entries(u, n, m, list)
+  local out = {}
+  for k = 1, #list, 2 do
+    local user = string.sub(list[k], 18)
+    out[#out + 1] = list[k]
+    out[#out + 1] = list[k + 1]
+    out[#out + 1] = redis.call('HGET', u, user) or ''
+    out[#out + 1] = redis.call('HGET', n, user) or ''
+    out[#out + 1] = redis.call('HGET', m, user) or ''
+  end
+  return out
+end
+`
+
+// pageScript returns a page of entries in rank order: {first rank (0-based), entries}, or
+// -1 when the board is not loaded. With a cursor (sort key, member) the page starts right
+// after that position in the current order, wherever the cursor's entry is now: the script
+// puts the cursor member at the cursor's sort key for the moment it reads the rank, then
+// restores it (a script runs atomically: nobody sees it).
+// KEYS: z, u, n, m, top. ARGV: size, has cursor (0/1), cursor sort key, cursor member.
+var pageScript = redis.NewScript(entriesLua + `
+if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
+local size, start = tonumber(ARGV[1]), 0
+if ARGV[2] == '1' then
+  local old = redis.call('ZSCORE', KEYS[1], ARGV[4])
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+  start = redis.call('ZREVRANK', KEYS[1], ARGV[4]) + 1
+  if old then redis.call('ZADD', KEYS[1], old, ARGV[4]) else redis.call('ZREM', KEYS[1], ARGV[4]) end
+end
+return {start, entries(KEYS[2], KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], start, start + size - 1, 'WITHSCORES'))}
+`)
+
+// aroundScript returns the entries from n places above a user to n below, in rank order:
+// {first rank (0-based), entries, the user's rank}; false when the user has no entry, -1
+// when the board is not loaded. KEYS: z, u, n, m, top. ARGV: user, n.
+var aroundScript = redis.NewScript(entriesLua + `
+if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
+local h = redis.call('HGET', KEYS[2], ARGV[1])
+if not h then return false end
+local rank = redis.call('ZREVRANK', KEYS[1], string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$'))
+if not rank then return false end
+local from = math.max(0, rank - tonumber(ARGV[2]))
+return {from, entries(KEYS[2], KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], from, rank + tonumber(ARGV[2]), 'WITHSCORES')), rank}
+`)
+
+// usersScript returns the entries of the given users that have one: a flat array of rank
+// (0-based) followed by the entry fields, for each; -1 when the board is not loaded.
+// KEYS: z, u, n, m, top. ARGV: user ids.
+var usersScript = redis.NewScript(entriesLua + `
+if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
+local out = {}
+for _, user in ipairs(ARGV) do
+  local h = redis.call('HGET', KEYS[2], user)
+  if h then
+    local member = string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$')
+    local rank = redis.call('ZREVRANK', KEYS[1], member)
+    local score = redis.call('ZSCORE', KEYS[1], member)
+    if rank then
+      out[#out + 1] = rank
+      for _, v in ipairs(entries(KEYS[2], KEYS[3], KEYS[4], {member, score})) do out[#out + 1] = v end
+    end
+  end
+end
+return out
 `)

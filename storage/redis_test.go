@@ -472,4 +472,20 @@ func TestBoardsKeysExpire(t *testing.T) {
 	if ttl := f.rdb.PTTL(ctx, f.prefix+":{global}:all_time:top").Val(); ttl != -1 {
 		t.Errorf("an all-time board's top expires in %v", ttl)
 	}
+	// The board's version counter goes with its last period, and a write to a period that
+	// lives shorter does not cut it short.
+	ver := f.prefix + ":{match:m1}:ver"
+	if ttl := f.rdb.PTTL(ctx, ver).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("the version counter lives %v, want about an hour", ttl)
+	}
+	short := storage.Target{Board: "match:m1", Period: "other", TTL: time.Minute}
+	if _, err := f.boards.Load(ctx, short, noPages, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := f.rdb.PTTL(ctx, ver).Val(); ttl <= 59*time.Minute {
+		t.Errorf("after a write to a shorter-lived period the version counter lives %v", ttl)
+	}
+	if ttl := f.rdb.PTTL(ctx, f.prefix+":{global}:ver").Val(); ttl != -1 {
+		t.Errorf("an all-time board's version counter expires in %v", ttl)
+	}
 }

@@ -350,7 +350,7 @@ func TestIncrementAppliedOnce(t *testing.T) {
 func TestSeasons(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	svc := env.start(nil)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_PAST_PERIODS": "0"}) // Redis keeps the current season only
 	admin, srv, player := mintToken(t, "ops-sam", "admin"), mintToken(t, "gs", "server"), mintToken(t, "viewer")
 	mustApplyTo := func(board, body string) response {
 		t.Helper()
@@ -372,6 +372,15 @@ func TestSeasons(t *testing.T) {
 	}
 	if r := svc.do(t, http.MethodGet, "/v1/boards/season/top?period=1", player, ""); entryOrder(t, r) != "sia:3" {
 		t.Errorf("the old season: %s", r.raw)
+	}
+	// Once its keys are gone, the old season is read from PostgreSQL, not loaded again.
+	ctx := context.Background()
+	env.rdb.Del(ctx, env.rdb.Keys(ctx, env.prefix+":{season}:1:*").Val()...)
+	if r := svc.do(t, http.MethodGet, "/v1/boards/season/top?period=1", player, ""); entryOrder(t, r) != "sia:3" {
+		t.Errorf("the old season from PostgreSQL: %s", r.raw)
+	}
+	if keys := env.rdb.Keys(ctx, env.prefix+":{season}:1:*").Val(); len(keys) != 0 {
+		t.Errorf("a season Redis no longer keeps was loaded into it: %v", keys)
 	}
 	if r := svc.do(t, http.MethodGet, "/v1/boards/season/users/sia", player, ""); num(r.body["score"]) != 8 || r.body["period"] != "2026-summer" {
 		t.Errorf("the current season: %s", r.raw)

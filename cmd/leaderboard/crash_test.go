@@ -22,6 +22,12 @@ type acked struct {
 	score         int64
 }
 
+// matchPoint is a match point the service acknowledged with 202.
+type matchPoint struct {
+	user, match, eventID string
+	point                int64
+}
+
 // TestCrashLosesNothingAcknowledged kills the whole process (embedded broker included)
 // with SIGKILL while clients write, restarts it on the same state, kills it again and
 // restarts it with the broker's data gone: every acknowledged score is applied exactly
@@ -72,9 +78,10 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 
 	var (
-		mu   sync.Mutex
-		acks []acked
-		seq  atomic.Int64
+		mu     sync.Mutex
+		acks   []acked
+		points []matchPoint
+		seq    atomic.Int64
 	)
 	// load writes improving scores for 40 users from 8 clients until stop is closed.
 	load := func(stop <-chan struct{}) *sync.WaitGroup {
@@ -109,6 +116,38 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 				}
 			}()
 		}
+		// A game server posts match points, retrying each with its event id until the
+		// service answers, as a client must: across a crash a retry is the same command.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second}
+			tok := mintToken(t, "game-server", "server")
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := matchPoint{user: fmt.Sprintf("mp-%d", i%4), match: fmt.Sprintf("crash-m-%d", i%3), eventID: fmt.Sprintf("mp-ev-%d", i), point: int64(1 + i%9)}
+				for { // until acknowledged, even after stop: the point was sent
+					req, _ := http.NewRequest(http.MethodPost, base+"/v1/matches/"+p.match+"/users/"+p.user+"/point",
+						strings.NewReader(fmt.Sprintf(`{"point": %d, "event_id": %q}`, p.point, p.eventID)))
+					req.Header.Set("Authorization", "Bearer "+tok)
+					resp, err := client.Do(req)
+					if err == nil {
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusAccepted {
+							break
+						}
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				mu.Lock()
+				points = append(points, p)
+				mu.Unlock()
+			}
+		}()
 		return &wg
 	}
 
@@ -152,7 +191,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 		return ""
 	})
 	// Exactly once: one history row per event; entries equal the best applied value.
-	if n := env.count(`SELECT count(*) - count(DISTINCT event_id) FROM score_history`); n != 0 {
+	if n := env.count(`SELECT count(*) - count(DISTINCT event_id) FROM score_history WHERE board_id = 'global'`); n != 0 {
 		t.Fatalf("%d events applied twice", n)
 	}
 	if n := env.count(`SELECT count(*) FROM dead_letters`); n != 0 {
@@ -160,7 +199,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 	rows, err := env.db().Query(ctx, `
 		SELECT e.user_id, e.score, (SELECT max(value) FROM score_history h WHERE h.user_id = e.user_id)
-		FROM board_entries e ORDER BY e.user_id`)
+		FROM board_entries e WHERE e.board_id = 'global' ORDER BY e.user_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +227,67 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	if len(users) != len(best) {
 		t.Fatalf("entries for %d users, acknowledged writes for %d", len(users), len(best))
 	}
-	t.Logf("%d acknowledged writes for %d users survived two SIGKILLs", len(acks), len(users))
+	checkMatchPoints(t, env, points)
+	t.Logf("%d acknowledged writes for %d users and %d match points survived two SIGKILLs", len(acks), len(users), len(points))
+}
+
+// checkMatchPoints: every acknowledged match point is applied once to its match, the day
+// and the season (three history rows), and each entry is the sum of the user's points,
+// in PostgreSQL and in Redis.
+func checkMatchPoints(t *testing.T, env *testEnv, points []matchPoint) {
+	t.Helper()
+	if len(points) < 10 {
+		t.Fatalf("only %d match points acknowledged", len(points))
+	}
+	ctx := context.Background()
+	ids := make([]string, len(points))
+	match, total := map[string]int64{}, map[string]int64{}
+	for i, p := range points {
+		ids[i] = p.eventID
+		match["match:"+p.match+" "+p.user] += p.point
+		total[p.user] += p.point
+	}
+	eventually(t, 60*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history WHERE event_id = ANY($1)`, ids); n != 3*len(ids) {
+			return fmt.Sprintf("%d history rows for %d match points, want 3 each", n, len(ids))
+		}
+		return ""
+	})
+	rows, err := env.db().Query(ctx, `SELECT board_id, period, user_id, score, (SELECT sum(value) FROM score_history h
+		WHERE h.board_id = e.board_id AND h.period = e.period AND h.user_id = e.user_id)
+		FROM board_entries e WHERE e.user_id LIKE 'mp-%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	days, seasons := map[string]int64{}, map[string]int64{}
+	for rows.Next() {
+		var board, period, user string
+		var score, hist int64
+		if err := rows.Scan(&board, &period, &user, &score, &hist); err != nil {
+			t.Fatal(err)
+		}
+		if score != hist {
+			t.Errorf("%s %s %s: entry %d, history sum %d", board, period, user, score, hist)
+		}
+		switch {
+		case strings.HasPrefix(board, "match:"):
+			got[board+" "+user] = score
+		case board == "daily": // a run across midnight spreads over two days
+			days[user] += score
+		case board == "season":
+			seasons[user] += score
+		}
+		eventually(t, 20*time.Second, func() string {
+			h := env.rdb.HGet(ctx, env.prefix+":{"+board+"}:"+period+":u", user).Val()
+			if !strings.HasPrefix(h, fmt.Sprintf("%d|", score)) {
+				return fmt.Sprintf("redis %s %s %s = %q, postgres %d", board, period, user, h, score)
+			}
+			return ""
+		})
+	}
+	if fmt.Sprint(got) != fmt.Sprint(match) || fmt.Sprint(days) != fmt.Sprint(total) || fmt.Sprint(seasons) != fmt.Sprint(total) {
+		t.Errorf("entries: matches %v days %v seasons %v; points sent: matches %v, per user %v", got, days, seasons, match, total)
+	}
 }

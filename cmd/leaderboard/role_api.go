@@ -31,7 +31,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	ranks := storage.NewRanks(d.pool)
 	periods := lbhttp.NewPeriods(d.cfg, storage.NewSeasons(d.pool), d.now)
 	reads := lbhttp.NewReads(d.cfg, periods, d.boards, ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
-	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser}, reads, d.reg)
+	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
+		NextReset: periods.NextResetOf}, reads, d.reg)
 	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
 		handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
 		handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)

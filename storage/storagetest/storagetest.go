@@ -81,6 +81,33 @@ func (s Servers) NewDatabase(t testing.TB) string {
 	return rawURL
 }
 
+// NewICUDatabase creates an empty database whose default collation is ICU's en-US, which
+// does not order text byte by byte ('a' < 'B' < 'b'), as many production servers'
+// en_US locales do not; ok is false when the server has no ICU support.
+func (s Servers) NewICUDatabase(t testing.TB) (rawURL string, ok bool) {
+	t.Helper()
+	name, rawURL := s.DatabaseURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.PostgresAdminURL)
+	if err != nil {
+		t.Fatalf("connect to postgres (is it running at %s?): %v", s.PostgresAdminURL, err)
+	}
+	defer conn.Close(ctx)
+	var icu bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_collation WHERE collprovider = 'i')`).Scan(&icu); err != nil {
+		t.Fatalf("look for ICU collations: %v", err)
+	}
+	if !icu {
+		return "", false
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+
+		" TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"); err != nil {
+		t.Fatalf("create ICU database %s: %v", name, err)
+	}
+	return rawURL, true
+}
+
 func (s Servers) dropDatabase(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

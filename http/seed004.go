@@ -1,0 +1,116 @@
+package http
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// The reads of seed 004, in its shapes: rankings of {user_id, point, ranking}.
+
+// ranking is one entry in seed 004's shape.
+type ranking struct {
+	UserID  string `json:"user_id"`
+	Point   int64  `json:"point"`
+	Ranking int64  `json:"ranking"`
+}
+
+func rankingsOf(es []storage.Entry) []ranking {
+	out := make([]ranking, len(es))
+	for i, e := range es {
+		out[i] = ranking{UserID: e.UserID, Point: e.Score, Ranking: e.Rank}
+	}
+	return out
+}
+
+// handleMatchScore answers GET /v1/match-leaderboard/{match_id}/score?limit=: the rankings of
+// one match (up to limit, default 100, at most 1000); 404 for a match without any point.
+func (s *server) handleMatchScore() http.HandlerFunc {
+	type response struct {
+		MatchID  string    `json:"match_id"`
+		Rankings []ranking `json:"rankings"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		matchID := chi.URLParam(r, "match_id")
+		b, _, ok := s.matchBoard(matchID)
+		if !ok {
+			writeError(w, r, http.StatusNotFound, "unknown_board", "no match "+matchID, "")
+			return
+		}
+		limit, ok := intParam(w, r, "limit", 100, 1, 1000, "invalid_limit")
+		if !ok {
+			return
+		}
+		pg, ok := s.readPage(w, r, b, configs.PeriodAllTime, "", limit)
+		if !ok {
+			return
+		}
+		encode(w, http.StatusOK, response{MatchID: matchID, Rankings: rankingsOf(pg.entries)})
+	}
+}
+
+// handleDailyPage answers GET /v1/daily-leaderboard?date=&size=&cursor=: a page of the day's
+// rankings (size 1–1000, default 100) and the cursor of the next one (null at the end).
+func (s *server) handleDailyPage() http.HandlerFunc {
+	type response struct {
+		Date     string    `json:"date"`
+		Rankings []ranking `json:"rankings"`
+		Cursor   *string   `json:"cursor"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.board(w, r, "daily")
+		if !ok {
+			return
+		}
+		size, ok := intParam(w, r, "size", 100, 1, 1000, "invalid_size")
+		if !ok {
+			return
+		}
+		date, ok := s.resolvePeriod(w, r, b, r.URL.Query().Get("date"))
+		if !ok {
+			return
+		}
+		pg, ok := s.readPage(w, r, b, date, r.URL.Query().Get("cursor"), size)
+		if !ok {
+			return
+		}
+		encode(w, http.StatusOK, response{Date: date, Rankings: rankingsOf(pg.entries), Cursor: pg.next})
+	}
+}
+
+// handleSeed004User answers GET /v1/daily-leaderboard/users/{user_id}?date= and
+// GET /v1/season-leaderboard/users/{user_id}?season=: the user's point and ranking of that
+// day or season, under the key param names.
+func (s *server) handleSeed004User(board, param string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.board(w, r, board)
+		if !ok {
+			return
+		}
+		userID := chi.URLParam(r, "user_id")
+		if !messages.ValidUserID(userID) {
+			writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
+			return
+		}
+		period, ok := s.resolvePeriod(w, r, b, r.URL.Query().Get(param))
+		if !ok {
+			return
+		}
+		e, degraded, err := s.Reads.user(r.Context(), b, period, userID)
+		s.markDegraded(w, degraded)
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(w, r, http.StatusNotFound, "not_found", "user has no points on this "+param, "")
+			return
+		}
+		if err != nil {
+			s.readFailed(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, map[string]any{param: period, "user_id": userID, "point": e.Score, "ranking": e.Rank})
+	}
+}

@@ -1,0 +1,282 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// Position is where an entry stands in rank order (its sort key, then its member: the
+// inverted reach time and the user id): what a keyset cursor records.
+type Position struct {
+	SortKey int64
+	Member  string
+}
+
+// parsePosition reads a member back: the time the entry reached its value, and the user.
+func (p Position) parse() (time.Time, string, error) {
+	hexTime, user, ok := strings.Cut(p.Member, ":")
+	inv, err := strconv.ParseUint(hexTime, 16, 64)
+	if !ok || len(hexTime) != 16 || err != nil || inv > math.MaxInt64 || user == "" {
+		return time.Time{}, "", fmt.Errorf("malformed position member %q", p.Member)
+	}
+	return time.UnixMicro(math.MaxInt64 - int64(inv)).UTC(), user, nil
+}
+
+// Page returns size entries in rank order after the position (from the top when nil), with
+// their ranks, or ErrNotLoaded. Entries that do not move keep their order, so following
+// the last entry's position page by page lists each of them exactly once while others
+// change.
+func (b *Boards) Page(ctx context.Context, board, period string, after *Position, size int) ([]Entry, error) {
+	k := b.keys(board, period)
+	args := []any{size, 0, 0, ""}
+	if after != nil {
+		args = []any{size, 1, after.SortKey, after.Member}
+	}
+	res, err := pageScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top}, args...).Result()
+	if err != nil {
+		return nil, redisErr("read page", err)
+	}
+	out, ok := res.([]any)
+	if !ok {
+		return nil, ErrNotLoaded
+	}
+	return parseEntries(out[1].([]any), out[0].(int64))
+}
+
+// Around returns a user's entry and the entries from n places above it to n below, in
+// rank order; ErrNotFound when the user has none, or ErrNotLoaded.
+func (b *Boards) Around(ctx context.Context, board, period, userID string, n int) (Entry, []Entry, error) {
+	k := b.keys(board, period)
+	res, err := aroundScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top}, userID, n).Result()
+	if errors.Is(err, redis.Nil) {
+		return Entry{}, nil, ErrNotFound
+	}
+	if err != nil {
+		return Entry{}, nil, redisErr("read around", err)
+	}
+	out, ok := res.([]any)
+	if !ok {
+		return Entry{}, nil, ErrNotLoaded
+	}
+	around, err := parseEntries(out[1].([]any), out[0].(int64))
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	rank := out[2].(int64) + 1
+	for _, e := range around {
+		if e.Rank == rank {
+			return e, around, nil
+		}
+	}
+	return Entry{}, nil, fmt.Errorf("read around: the user is not among its neighbours")
+}
+
+// Users returns the entries of the given users that have one, in rank order, or
+// ErrNotLoaded.
+func (b *Boards) Users(ctx context.Context, board, period string, userIDs []string) ([]Entry, error) {
+	k := b.keys(board, period)
+	args := make([]any, len(userIDs))
+	for i, u := range userIDs {
+		args[i] = u
+	}
+	res, err := usersScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top}, args...).Result()
+	if err != nil {
+		return nil, redisErr("read users", err)
+	}
+	flat, ok := res.([]any)
+	if !ok {
+		return nil, ErrNotLoaded
+	}
+	var out []Entry
+	for i := 0; i+6 <= len(flat); i += 6 {
+		es, err := parseEntries(flat[i+1:i+6], flat[i].(int64))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	return out, nil
+}
+
+// parseEntries reads the flat member, sort key, user hash, nick, metadata quintuples of
+// the entry scripts; the first has the 0-based rank first.
+func parseEntries(flat []any, first int64) ([]Entry, error) {
+	out := make([]Entry, 0, len(flat)/5)
+	for i := 0; i+5 <= len(flat); i += 5 {
+		member, _ := flat[i].(string)
+		sortKey, err1 := strconv.ParseFloat(fmt.Sprint(flat[i+1]), 64)
+		h, _ := flat[i+2].(string)
+		parts := strings.SplitN(h, "|", 4)
+		if len(parts) != 4 || err1 != nil {
+			return nil, fmt.Errorf("read entries: malformed entry %q", h)
+		}
+		score, err2 := strconv.ParseInt(parts[0], 10, 64)
+		updated, err3 := strconv.ParseInt(parts[2], 10, 64)
+		if err := errors.Join(err2, err3); err != nil {
+			return nil, fmt.Errorf("read entries: %w", err)
+		}
+		_, user, _ := strings.Cut(member, ":")
+		e := Entry{Rank: first + int64(len(out)) + 1, UserID: user, Score: score, UpdatedAt: time.UnixMicro(updated).UTC(),
+			Position: Position{SortKey: int64(sortKey), Member: member}}
+		e.NickName, _ = flat[i+3].(string)
+		if meta, _ := flat[i+4].(string); meta != "" {
+			e.Metadata = json.RawMessage(meta)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// rankedAbove is the SQL condition "entry o ranks above the position (@s, @r, @u)" of the
+// board period named by @b (board || ':' || period).
+const rankedAbove = `(o.board_id || ':' || o.period) = @b
+	AND (o.sort_key > @s OR (o.sort_key = @s AND (o.reached_at < @r OR (o.reached_at = @r AND o.user_id > @u))))`
+
+// Page is Boards.Page read from PostgreSQL.
+func (r *Ranks) Page(ctx context.Context, board, period string, after *Position, size int) ([]Entry, error) {
+	key := board + ":" + period
+	var rows pgx.Rows
+	var err error
+	first := int64(0)
+	if after == nil {
+		rows, err = r.pool.Query(ctx, `SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+			WHERE (e.board_id || ':' || e.period) = $1
+			ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC LIMIT $2`, key, size)
+	} else {
+		reached, user, perr := after.parse()
+		if perr != nil {
+			return nil, perr
+		}
+		args := pgx.NamedArgs{"b": key, "s": after.SortKey, "r": reached, "u": user, "n": size}
+		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries o WHERE `+rankedAbove+` OR (`+atPosition+`)`, args).Scan(&first); err != nil {
+			return nil, unavailable("page from postgres", err)
+		}
+		rows, err = r.pool.Query(ctx, `SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+			WHERE (e.board_id || ':' || e.period) = @b
+			  AND (e.sort_key < @s OR (e.sort_key = @s AND (e.reached_at > @r OR (e.reached_at = @r AND e.user_id < @u))))
+			ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC LIMIT @n`, args)
+	}
+	if err != nil {
+		return nil, unavailable("page from postgres", err)
+	}
+	return collectRanked(rows, first)
+}
+
+// atPosition is "entry o stands exactly at the position".
+const atPosition = `(o.board_id || ':' || o.period) = @b AND o.sort_key = @s AND o.reached_at = @r AND o.user_id = @u`
+
+// Around is Boards.Around read from PostgreSQL.
+func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int) (Entry, []Entry, error) {
+	mine, err := r.Users(ctx, board, period, []string{userID})
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	if len(mine) == 0 {
+		return Entry{}, nil, ErrNotFound
+	}
+	me := mine[0]
+	before, err := r.neighbours(ctx, board, period, userID, n, true)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	after, err := r.neighbours(ctx, board, period, userID, n, false)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	around := make([]Entry, 0, len(before)+1+len(after))
+	for i := len(before) - 1; i >= 0; i-- { // nearest first: reverse into rank order
+		before[i].Rank = me.Rank - int64(i+1)
+		around = append(around, before[i])
+	}
+	around = append(around, me)
+	for i := range after {
+		after[i].Rank = me.Rank + int64(i+1)
+	}
+	return me, append(around, after...), nil
+}
+
+// neighbours reads up to n entries just above (or below) a user's, nearest first.
+func (r *Ranks) neighbours(ctx context.Context, board, period, userID string, n int, above bool) ([]Entry, error) {
+	order := "e.sort_key DESC, e.reached_at ASC, e.user_id DESC"
+	cond := `(e.sort_key < me.sort_key OR (e.sort_key = me.sort_key AND (e.reached_at > me.reached_at OR (e.reached_at = me.reached_at AND e.user_id < me.user_id))))`
+	if above {
+		order = "e.sort_key ASC, e.reached_at DESC, e.user_id ASC"
+		cond = `(e.sort_key > me.sort_key OR (e.sort_key = me.sort_key AND (e.reached_at < me.reached_at OR (e.reached_at = me.reached_at AND e.user_id > me.user_id))))`
+	}
+	rows, err := r.pool.Query(ctx, `
+		WITH me AS (SELECT sort_key, reached_at, user_id FROM visible_entries WHERE board_id = $1 AND period = $2 AND user_id = $3)
+		SELECT `+rankedColumns+` FROM me, visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE (e.board_id || ':' || e.period) = $1 || ':' || $2 AND `+cond+`
+		ORDER BY `+order+` LIMIT $4`, board, period, userID, n)
+	if err != nil {
+		return nil, unavailable("neighbours from postgres", err)
+	}
+	return collectRanked(rows, 0)
+}
+
+// Users is Boards.Users read from PostgreSQL.
+func (r *Ranks) Users(ctx context.Context, board, period string, userIDs []string) ([]Entry, error) {
+	rows, err := r.pool.Query(ctx, `
+		SELECT `+rankedColumns+`, 1 + (
+			SELECT count(*) FROM visible_entries o
+			WHERE (o.board_id || ':' || o.period) = $1 || ':' || $2
+			  AND (o.sort_key > e.sort_key OR (o.sort_key = e.sort_key AND (o.reached_at < e.reached_at OR (o.reached_at = e.reached_at AND o.user_id > e.user_id)))))
+		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = ANY($3)`, board, period, userIDs)
+	if err != nil {
+		return nil, unavailable("users from postgres", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		var rank int64
+		err := scanRanked(row, &e, &rank)
+		e.Rank = rank
+		return e, err
+	})
+	if err != nil {
+		return nil, unavailable("users from postgres", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	return out, nil
+}
+
+// rankedColumns are what scanRanked reads of board_entries e and users u.
+const rankedColumns = `e.user_id, e.score, e.sort_key, e.reached_at, e.updated_at, e.metadata, coalesce(u.nick_name, '')`
+
+func scanRanked(row pgx.Row, e *Entry, extra ...any) error {
+	var reached time.Time
+	var meta []byte
+	dst := append([]any{&e.UserID, &e.Score, &e.Position.SortKey, &reached, &e.UpdatedAt, &meta, &e.NickName}, extra...)
+	if err := row.Scan(dst...); err != nil {
+		return err
+	}
+	e.Position.Member = Member(e.UserID, reached)
+	if len(meta) > 0 {
+		e.Metadata = meta
+	}
+	return nil
+}
+
+// collectRanked reads entries in rank order, numbering them after first.
+func collectRanked(rows pgx.Rows, first int64) ([]Entry, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		err := scanRanked(row, &e)
+		return e, err
+	})
+	for i := range out {
+		out[i].Rank = first + int64(i) + 1
+	}
+	return out, unavailable("entries from postgres", err)
+}
