@@ -41,6 +41,9 @@ type Board struct {
 	ActionCooldown time.Duration
 	// MatchPoints boards also receive every match point (POST /v1/matches/.../point).
 	MatchPoints bool
+	// RateLimit bounds each user's player writes to this board, on top of the service's
+	// per-user limit (zero: none).
+	RateLimit Rate
 	// Match is the match id of a match board instance (match:{id}); empty otherwise.
 	Match string
 }

@@ -13,7 +13,8 @@ import (
 
 // boardFile is the shape of LEADERBOARD_BOARDS_FILE (YAML, or JSON, which YAML reads too):
 // {"boards": [{"id", "operator", "order"?, "period", "min_value"?, "max_value"?,
-// "max_delta"?, "server_only"?, "action_cooldown"? (seconds), "match_points"?}]}.
+// "max_delta"?, "server_only"?, "action_cooldown"? (seconds), "match_points"?,
+// "rate_limit"? ("N/duration" per user)}]}.
 type boardFile struct {
 	Boards []boardDef `yaml:"boards"`
 }
@@ -29,6 +30,7 @@ type boardDef struct {
 	ServerOnly     bool   `yaml:"server_only"`
 	ActionCooldown *int64 `yaml:"action_cooldown"`
 	MatchPoints    bool   `yaml:"match_points"`
+	RateLimit      string `yaml:"rate_limit"`
 }
 
 // ParseBoards reads board definitions. Every error names the board and the field.
@@ -85,6 +87,13 @@ func (d boardDef) board() (Board, error) {
 	}
 	if d.ActionCooldown != nil {
 		b.ActionCooldown = time.Duration(*d.ActionCooldown) * time.Second
+	}
+	if d.RateLimit != "" {
+		r, err := ParseRate(d.RateLimit)
+		if err != nil {
+			return b, fmt.Errorf("rate_limit: %w", err)
+		}
+		b.RateLimit = r
 	}
 	switch {
 	case !ValidBoardID(b.ID):

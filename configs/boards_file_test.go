@@ -63,6 +63,7 @@ func TestParseBoardsErrorsNameTheBoardAndField(t *testing.T) {
 		{`{"boards": [{"id": "a", "operator": "incr", "period": "daily", "max_delta": 0}]}`, []string{`board "a"`, "max_delta"}},
 		{`{"boards": [{"id": "a", "operator": "incr", "period": "daily", "action_cooldown": -1}]}`, []string{`board "a"`, "action_cooldown"}},
 		{`{"boards": [{"id": "a", "operator": "best", "period": "daily", "colour": "red"}]}`, []string{"colour"}},
+		{`{"boards": [{"id": "a", "operator": "best", "period": "daily", "rate_limit": "5 a minute"}]}`, []string{`board "a"`, "rate_limit"}},
 		{`{"boards": [{"id": "a", "operator": "best", "period": "daily"}, {"id": "a", "operator": "incr", "period": "daily"}]}`, []string{`board "a"`, "twice"}},
 		{`{"boards": []}`, []string{"no boards"}},
 		{``, []string{"empty"}},

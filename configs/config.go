@@ -85,6 +85,24 @@ type Config struct {
 	SeasonIdleTTL time.Duration
 	MatchIdleTTL  time.Duration
 
+	// RateLimit bounds player writes per user (LEADERBOARD_RATE_LIMIT); ServerRateLimit
+	// bounds server-token writes per token subject (off by default).
+	RateLimit       Rate
+	ServerRateLimit Rate
+	// LimiterFailOpen accepts player writes unlimited while the limiter's store (Redis) is
+	// unreachable; by default they are refused with 503 limiter_unavailable.
+	LimiterFailOpen bool
+	// SigningSecret, when set, makes HMAC signatures of increments mandatory.
+	SigningSecret string
+	// EventIDRetention is how long accepted event ids answer retries (the request log);
+	// HistoryRetention how long applied events stay in the history. Both are pruned in the
+	// background every RetentionInterval.
+	EventIDRetention  time.Duration
+	HistoryRetention  time.Duration
+	RetentionInterval time.Duration
+	// AnomaliesKeep bounds the refusals kept for GET /admin/anomalies (the newest).
+	AnomaliesKeep int
+
 	// Tunables an operator may need on a bigger (or smaller) machine.
 
 	// PostgresMaxConns bounds each process's PostgreSQL pool.
@@ -254,6 +272,33 @@ func Load(getenv func(string) string) (Config, error) {
 			c.Boards = DefaultBoards()
 		}
 	}
+	rateVar := func(name, def string) Rate {
+		raw := get(name, def)
+		r, err := ParseRate(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%w", name, err))
+		}
+		return r
+	}
+	c.RateLimit = rateVar("LEADERBOARD_RATE_LIMIT", "10/60s")
+	c.ServerRateLimit = rateVar("LEADERBOARD_SERVER_RATE_LIMIT", "off")
+	switch raw := get("LEADERBOARD_LIMITER_FAIL_OPEN", "false"); raw {
+	case "true", "false":
+		c.LimiterFailOpen = raw == "true"
+	default:
+		errs = append(errs, fmt.Errorf("LEADERBOARD_LIMITER_FAIL_OPEN=%q: want true or false", raw))
+	}
+	c.SigningSecret = getenv("LEADERBOARD_SIGNING_SECRET") // as given: spaces are key bytes
+	if c.SigningSecret != "" && len(c.SigningSecret) < MinSigningSecretBytes {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_SIGNING_SECRET: want at least %d bytes, got %d", MinSigningSecretBytes, len(c.SigningSecret)))
+	}
+	c.EventIDRetention = durationVar("LEADERBOARD_EVENT_ID_RETENTION", 7*24*time.Hour, 24*time.Hour, 10*365*24*time.Hour)
+	c.HistoryRetention = durationVar("LEADERBOARD_HISTORY_RETENTION", 90*24*time.Hour, 24*time.Hour, 10*365*24*time.Hour)
+	if c.HistoryRetention < c.EventIDRetention {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_HISTORY_RETENTION=%s: want at least LEADERBOARD_EVENT_ID_RETENTION (%s): the history guards exactly-once application as long as a command can come back", c.HistoryRetention, c.EventIDRetention))
+	}
+	c.RetentionInterval = durationVar("LEADERBOARD_RETENTION_INTERVAL", 10*time.Minute, time.Second, 24*time.Hour)
+	c.AnomaliesKeep = intVar("LEADERBOARD_ANOMALIES_KEEP", 100_000, 100, 100_000_000)
 	c.OutboxPruneInterval = durationVar("LEADERBOARD_OUTBOX_PRUNE_INTERVAL", 5*time.Second, 100*time.Millisecond, 24*time.Hour)
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
@@ -323,6 +368,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("score_partitions", c.ScorePartitions),
 		slog.Int("outbox_shards", c.OutboxShards),
 		slog.String("jwt_secret", "***"),
+		slog.Bool("signing_secret", c.SigningSecret != ""),
+		slog.String("rate_limit", c.RateLimit.String()),
 		slog.String("roles", strings.Join(roles, ",")),
 		slog.String("timezone", c.Timezone.String()),
 	)

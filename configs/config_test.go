@@ -62,6 +62,14 @@ func TestLoadDefaults(t *testing.T) {
 			if c.WaitTimeout != 5*time.Second {
 				t.Errorf("WaitTimeout = %v, want the documented 5s", c.WaitTimeout)
 			}
+			// Trust (API.md): players 10 writes a minute, servers unlimited, fail closed,
+			// signatures optional, event ids kept at least 24 h.
+			if c.RateLimit != (configs.Rate{N: 10, Per: time.Minute}) || !c.ServerRateLimit.Off() || c.LimiterFailOpen || c.SigningSecret != "" {
+				t.Errorf("limits: rate %v, server %v, fail open %v, signing %q", c.RateLimit, c.ServerRateLimit, c.LimiterFailOpen, c.SigningSecret)
+			}
+			if c.EventIDRetention < 24*time.Hour || c.HistoryRetention < c.EventIDRetention {
+				t.Errorf("retention: event ids %v, history %v", c.EventIDRetention, c.HistoryRetention)
+			}
 			if c.OutboxShards < 1 || c.ScorePartitions < 1 || c.TopN < 10 || c.RedisPrefix == "" || c.TopicPrefix == "" {
 				t.Errorf("internal defaults out of range: %+v", c)
 			}
@@ -202,6 +210,16 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_WAIT_TIMEOUT", "5"},
 		{"LEADERBOARD_WAIT_TIMEOUT", "10ms"},
 		{"LEADERBOARD_WAIT_TIMEOUT", "2m"},
+		{"LEADERBOARD_RATE_LIMIT", "10"},
+		{"LEADERBOARD_RATE_LIMIT", "0/60s"},
+		{"LEADERBOARD_RATE_LIMIT", "10/100ms"},
+		{"LEADERBOARD_RATE_LIMIT", "ten/60s"},
+		{"LEADERBOARD_SERVER_RATE_LIMIT", "10/forever"},
+		{"LEADERBOARD_LIMITER_FAIL_OPEN", "yes"},
+		{"LEADERBOARD_SIGNING_SECRET", "short"},
+		{"LEADERBOARD_EVENT_ID_RETENTION", "1h"},
+		{"LEADERBOARD_HISTORY_RETENTION", "25h"}, // shorter than the event ids' 7 days
+		{"LEADERBOARD_ANOMALIES_KEEP", "10"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 type errorBody struct {
@@ -35,6 +36,8 @@ type apiError struct {
 	status  int
 	code    string
 	message string
+	// retryAfter, when set, is answered as Retry-After (whole seconds, rounded up).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.message }

@@ -1,10 +1,16 @@
 package http
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 )
 
@@ -50,14 +56,46 @@ func (s *server) handleIncrement() http.HandlerFunc {
 			s.reject(w, r, b.ID, badRequest("invalid_timestamp", "timestamp (RFC 3339) is required"), echoID)
 			return
 		}
-		if _, err := time.Parse(time.RFC3339Nano, *req.Timestamp); err != nil {
+		sent, err := time.Parse(time.RFC3339Nano, *req.Timestamp)
+		if err != nil {
 			s.reject(w, r, b.ID, badRequest("invalid_timestamp", "timestamp must be RFC 3339, e.g. 2026-11-23T10:00:00Z"), echoID)
 			return
 		}
-		if req.ActionID != nil && !messages.ValidUserID(*req.ActionID) {
-			s.reject(w, r, b.ID, badRequest("invalid_action_id", "action_id must be 1 to 64 of [A-Za-z0-9_.:-]"), echoID)
-			return
+		action := ""
+		if req.ActionID != nil {
+			if action = *req.ActionID; !messages.ValidUserID(action) {
+				s.reject(w, r, b.ID, badRequest("invalid_action_id", "action_id must be 1 to 64 of [A-Za-z0-9_.:-]"), echoID)
+				return
+			}
 		}
-		s.write(w, r, b, "delta", writeRequest{Value: req.Delta, EventID: req.EventID, UserID: req.UserID})
+		if s.Config.SigningSecret != "" {
+			gw := guarded{board: b, userID: *req.UserID, eventID: echoID}
+			if e := s.checkSignature(*req.UserID, req.Delta, *req.EventID, *req.Timestamp, req.Signature, sent); e != nil {
+				s.reject(w, r, b.ID, s.Guard.refuse(gw, e, ""), echoID)
+				return
+			}
+		}
+		s.write(w, r, b, "delta", writeRequest{Value: req.Delta, EventID: req.EventID, UserID: req.UserID, Action: action})
 	}
+}
+
+// checkSignature checks an increment's signature: the lowercase hex of
+// HMAC-SHA256(LEADERBOARD_SIGNING_SECRET, user_id|delta|event_id|timestamp), over the
+// fields as sent, compared in constant time; then that the timestamp is within
+// SignatureSkew of the server's clock. A captured request replayed later is refused by
+// its timestamp; within the window its event id answers it as the first time.
+func (s *server) checkSignature(userID string, delta json.RawMessage, eventID, timestamp string, signature *string, sent time.Time) *apiError {
+	if signature == nil {
+		return &apiError{status: http.StatusUnauthorized, code: "invalid_signature", message: "signature is required: lowercase hex of HMAC-SHA256(secret, user_id|delta|event_id|timestamp)"}
+	}
+	mac := hmac.New(sha256.New, []byte(s.Config.SigningSecret))
+	fmt.Fprintf(mac, "%s|%s|%s|%s", userID, delta, eventID, timestamp)
+	want := hex.EncodeToString(mac.Sum(nil))
+	if subtle.ConstantTimeCompare([]byte(want), []byte(*signature)) != 1 {
+		return &apiError{status: http.StatusUnauthorized, code: "invalid_signature", message: "signature does not match: lowercase hex of HMAC-SHA256(secret, user_id|delta|event_id|timestamp)"}
+	}
+	if skew := s.Now().Sub(sent); skew > configs.SignatureSkew || skew < -configs.SignatureSkew {
+		return &apiError{status: http.StatusUnauthorized, code: "stale_timestamp", message: fmt.Sprintf("timestamp is more than %s from the server's clock", configs.SignatureSkew)}
+	}
+	return nil
 }

@@ -57,6 +57,14 @@ func (s *server) routes() http.Handler {
 		r.Post("/admin/boards/{board_id}/rebuild", s.handleRebuild())
 		r.Post("/admin/boards/{board_id}/seasons", s.handleStartSeason())
 		r.Get("/admin/consistency", s.handleConsistency())
+		// Moderation.
+		r.Get("/admin/users/{user_id}/ban", s.handleGetBan())
+		r.Post("/admin/users/{user_id}/ban", s.handleBan(true))
+		r.Delete("/admin/users/{user_id}/ban", s.handleBan(false))
+		r.Post("/admin/boards/{board_id}/entries/{user_id}/adjust", s.handleAdjust())
+		r.Delete("/admin/boards/{board_id}/entries/{user_id}", s.handleRemove())
+		r.Get("/admin/anomalies", s.handleAnomalies())
+		r.Get("/admin/audit", s.handleAudit())
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint", "")

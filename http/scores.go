@@ -30,6 +30,8 @@ type writeRequest struct {
 	Metadata json.RawMessage
 	// Also are more boards the value counts for (match points).
 	Also []configs.Board
+	// Action is an increment's action_id (for the board's cooldown).
+	Action string
 }
 
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
@@ -85,8 +87,9 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	if clientID {
 		echoID = eventID
 	}
-	if b.ServerOnly && !claims.HasRole("server") {
-		s.reject(w, r, b.ID, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, echoID)
+	gw := guarded{board: b, userID: claims.Subject, eventID: eventID, server: claims.HasRole("server"), subject: claims.Subject, action: req.Action}
+	if b.ServerOnly && !gw.server {
+		s.reject(w, r, b.ID, s.Guard.refuse(gw, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, ""), echoID)
 		return
 	}
 	value, e := parseInteger(valueField, req.Value)
@@ -99,8 +102,19 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
+	gw.userID = userID
 	meta, e := parseMetadata(req.Metadata)
 	if e != nil {
+		s.reject(w, r, b.ID, e, echoID)
+		return
+	}
+	for _, x := range append([]configs.Board{b}, req.Also...) {
+		if !x.InBounds(value) {
+			s.reject(w, r, b.ID, s.Guard.refuse(gw, badRequest("value_out_of_range", "%s", boundsMessage(x)), fmt.Sprintf("%s %d", valueField, value)), echoID)
+			return
+		}
+	}
+	if e := s.Guard.check(r.Context(), gw); e != nil {
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
@@ -109,12 +123,18 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		sub.NickName = messages.CleanNickName(claims.Name)
 	}
 	res, err := s.submissions.Submit(r.Context(), sub)
+	if err != nil {
+		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
+	}
 	s.answerSubmission(w, r, sub, res, err)
 }
 
 // reject answers a write refused for its input.
 func (s *server) reject(w http.ResponseWriter, r *http.Request, board string, e *apiError, eventID string) {
 	s.metrics.accepts.WithLabelValues(board, "rejected").Inc()
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(seconds(e.retryAfter), 10))
+	}
 	writeError(w, r, e.status, e.code, e.message, eventID)
 }
 

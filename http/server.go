@@ -46,6 +46,11 @@ type Deps struct {
 	Realtime RealtimeConfig
 	// Now is the clock of periods (time.Now when nil); tokens are checked on the real clock.
 	Now func() time.Time
+	// Guard protects writes (bans, rate limits, cooldowns) and records refusals; without
+	// one every write is refused.
+	Guard *Guard
+	// Moderation backs bans, adjustments and removals and the anomaly and audit pages.
+	Moderation Moderation
 }
 
 type server struct {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -52,4 +54,35 @@ func (a *AuditLog) Record(ctx context.Context, e AuditEntry) error {
 	}
 	_, err = a.pool.Exec(ctx, insertAudit, args...)
 	return unavailable("audit "+e.Action, err)
+}
+
+// AuditRecord is one stored audit entry.
+type AuditRecord struct {
+	ID     int64          `json:"id"`
+	At     time.Time      `json:"at"`
+	Actor  string         `json:"actor"`
+	Action string         `json:"action"`
+	Target string         `json:"target"`
+	Reason string         `json:"reason"`
+	IDs    []int64        `json:"ids,omitempty"`
+	Detail map[string]any `json:"detail,omitempty"`
+}
+
+// Page returns up to limit audit records older than before (0: the newest), newest first.
+func (a *AuditLog) Page(ctx context.Context, before int64, limit int) ([]AuditRecord, error) {
+	rows, err := a.pool.Query(ctx, `
+		SELECT id, at, actor, action, target, reason, target_ids, detail FROM admin_audit
+		WHERE $1 = 0 OR id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, unavailable("read audit", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRecord, error) {
+		var x AuditRecord
+		err := r.Scan(&x.ID, &x.At, &x.Actor, &x.Action, &x.Target, &x.Reason, &x.IDs, &x.Detail)
+		if len(x.Detail) == 0 {
+			x.Detail = nil
+		}
+		return x, err
+	})
+	return out, unavailable("read audit", err)
 }

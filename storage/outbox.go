@@ -107,22 +107,63 @@ func (o *Outbox) commitBatch(shard int, cmds []Command) []Result[AcceptOutcome] 
 	return results
 }
 
-// commit is one transaction: the batch's requests are recorded, the first command of
-// each new (user, event id) is published to the outbox, and every other command is
-// answered from the request log.
-func (o *Outbox) commit(shard int, cmds []Command) (outcomes []AcceptOutcome, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// AcceptWith makes one command durable in a transaction of its own, after with(tx) did
+// more work in it (an admin action and its audit record): both commit, or neither. with
+// runs only when the command is new (Accepted); a retry (Duplicate) or Conflict changes
+// nothing.
+func (o *Outbox) AcceptWith(ctx context.Context, cmd Command, with func(ctx context.Context, tx *sql.Tx) error) (AcceptOutcome, error) {
+	var outcome AcceptOutcome
+	err := o.inTx(ctx, func(tx *sql.Tx) error {
+		outcomes, err := o.record(ctx, tx, ShardOf(cmd.UserID, len(o.shards)), []Command{cmd})
+		if err != nil {
+			return err
+		}
+		outcome = outcomes[0]
+		if outcome != Accepted {
+			return nil
+		}
+		return with(ctx, tx)
+	})
+	return outcome, err
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (o *Outbox) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	tx, err := o.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, unavailable("outbox: begin", err)
+		return unavailable("outbox: begin", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	outcomes, err = recordRequests(ctx, tx, cmds)
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return unavailable("outbox: commit", err)
+	}
+	return nil
+}
+
+// commit is one transaction: the batch's requests are recorded, the first command of
+// each new (user, event id) is published to the outbox, and every other command is
+// answered from the request log.
+func (o *Outbox) commit(shard int, cmds []Command) (outcomes []AcceptOutcome, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = o.inTx(ctx, func(tx *sql.Tx) error {
+		outcomes, err = o.record(ctx, tx, shard, cmds)
+		return err
+	})
+	return outcomes, err
+}
+
+// record records the commands' requests in tx and publishes the new ones to the shard's
+// outbox table.
+func (o *Outbox) record(ctx context.Context, tx *sql.Tx, shard int, cmds []Command) ([]AcceptOutcome, error) {
+	outcomes, err := recordRequests(ctx, tx, cmds)
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +184,6 @@ func (o *Outbox) commit(shard int, cmds []Command) (outcomes []AcceptOutcome, er
 		if err := fwd.Publish(o.destTopic, msgs...); err != nil {
 			return nil, unavailable("outbox: insert", err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, unavailable("outbox: commit", err)
 	}
 	return outcomes, nil
 }

@@ -16,7 +16,8 @@ const (
 	// OpRemove deletes the entry.
 	OpRemove = "remove"
 	// OpSync names a user whose entries changed outside the pipeline (a ban or an unban):
-	// it is not recorded in the history; the mirror gets the state of all their entries.
+	// the mirror gets the state of all their entries (the history records it without a
+	// board, so the relay knows it was applied).
 	OpSync = "sync"
 )
 
@@ -100,16 +101,14 @@ func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: po
 func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
 	var out AppliedBatch
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		var recorded []ScoreEvent
 		var synced []string
 		for _, e := range events {
 			if e.Op == OpSync {
 				synced = append(synced, e.UserID)
-			} else {
-				recorded = append(recorded, e)
 			}
 		}
-		fresh, maxSeq, err := recordHistory(ctx, tx, recorded)
+		// Syncs are recorded too (without board or period), so the relay sees them applied.
+		fresh, maxSeq, err := recordHistory(ctx, tx, events)
 		if err != nil {
 			return err
 		}

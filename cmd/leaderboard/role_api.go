@@ -41,13 +41,25 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	}
 	g.Go(func() error { return notifier.Run(ctx) })
 	ready.routers = append(ready.routers, notifier.IsRunning)
+	bans := lbhttp.NewBanList(storage.NewBans(d.pool), time.Second, d.logger)
+	if err := bans.Load(ctx); err != nil {
+		return err
+	}
+	g.Go(func() error { return bans.Run(ctx) })
+	anomalyStore := storage.NewAnomalies(d.pool)
+	anomalies := lbhttp.NewAnomalyRecorder(anomalyStore, 10_000, d.reg, d.logger)
+	g.Go(func() error { return anomalies.Run(ctx) })
+	guard := lbhttp.NewGuard(d.cfg, storage.NewLimiter(d.rdb, d.cfg.RedisPrefix), bans, anomalies, d.reg, d.now, d.logger)
+	audit := storage.NewAuditLog(d.pool)
 	handler := lbhttp.NewServer(lbhttp.Deps{
 		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),
 		Periods: periods, Reads: reads, Now: d.now,
 		Ready: ready.failing, Registry: d.reg, WaitTimeout: d.cfg.WaitTimeout,
 		Hub: hub, Realtime: lbhttp.RealtimeConfig{Heartbeat: d.cfg.SSEHeartbeat},
 		DeadLetters: storage.NewDeadLetterAdmin(d.db, d.schema, d.cfg.OutboxShards),
-		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: storage.NewAuditLog(d.pool)},
+		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},
+		Guard:       guard,
+		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
 	})
 	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close)
 	return nil

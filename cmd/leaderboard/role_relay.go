@@ -10,8 +10,8 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// startRelay runs the relay role: the outbox forwarders to Kafka, and the maintenance of
-// the tables the pipeline churns.
+// startRelay runs the relay role: the outbox forwarders to Kafka, the maintenance of the
+// tables the pipeline churns, and the pruning of what is kept for a while only.
 func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) error {
 	relay, err := router.NewRelay(d.db, storage.NewOutboxMaintenance(d.pool, d.schema), d.schema, router.RelayConfig{
 		Shards: d.cfg.OutboxShards, Brokers: d.brokers, PollInterval: d.cfg.RelayPollInterval, PruneInterval: d.cfg.OutboxPruneInterval,
@@ -27,6 +27,11 @@ func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness
 		}
 		return nil
 	})
+	retention := storage.NewRetention(d.pool, storage.RetentionConfig{
+		EventIDs: d.cfg.EventIDRetention, History: d.cfg.HistoryRetention, Anomalies: d.cfg.AnomaliesKeep,
+		Interval: d.cfg.RetentionInterval, Now: d.now,
+	}, d.logger)
+	g.Go(func() error { return retention.Run(ctx) })
 	ready.routers = append(ready.routers, func() bool { return isClosed(relay.Running()) })
 	return nil
 }

@@ -1,0 +1,169 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// Limits keeps rate limits and action cooldowns (storage.Limiter, in Redis).
+type Limits interface {
+	Allow(ctx context.Context, subject string, n int, per time.Duration) (bool, time.Duration, error)
+	Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (bool, time.Duration, error)
+	Release(ctx context.Context, board, userID, action, eventID string) error
+}
+
+// Guard protects the write path from players: banned users, rate limits (per user, and per
+// board where its definition says so), action cooldowns. Every refusal, here and of bad
+// values, signatures and server-only boards, is counted by reason and recorded as an
+// anomaly. When the limiter's store is unreachable, player writes are refused with 503
+// limiter_unavailable (or let through with LEADERBOARD_LIMITER_FAIL_OPEN); server-token
+// writes go on.
+type Guard struct {
+	cfg       configs.Config
+	limits    Limits
+	bans      *BanList
+	anomalies *AnomalyRecorder
+	now       func() time.Time
+	logger    *slog.Logger
+	refusals  *prometheus.CounterVec
+	failOpen  prometheus.Counter
+}
+
+// NewGuard returns the write guard. now is the clock of cooldowns and signatures.
+func NewGuard(cfg configs.Config, limits Limits, bans *BanList, anomalies *AnomalyRecorder, reg prometheus.Registerer, now func() time.Time, logger *slog.Logger) *Guard {
+	g := &Guard{cfg: cfg, limits: limits, bans: bans, anomalies: anomalies, now: now, logger: logger,
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaderboard_write_refusals_total",
+			Help: "Writes refused to protect the boards, by reason (value_out_of_range, rate_limited, cooldown_active, user_banned, invalid_signature, stale_timestamp, server_only_board, limiter_unavailable).",
+		}, []string{"reason"}),
+		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leaderboard_limiter_fail_open_total",
+			Help: "Player writes let through unlimited because the limiter's store was unreachable (LEADERBOARD_LIMITER_FAIL_OPEN).",
+		}),
+	}
+	if now == nil {
+		g.now = time.Now
+	}
+	reg.MustRegister(g.refusals, g.failOpen)
+	return g
+}
+
+// guarded is one write as the guard sees it.
+type guarded struct {
+	board   configs.Board
+	userID  string
+	eventID string
+	// server: the token has the server role; subject is the token's sub.
+	server  bool
+	subject string
+	// action is an increment's action_id ("" for none).
+	action string
+}
+
+// errNoGuard refuses every write of a server built without a guard.
+var errNoGuard = &apiError{status: http.StatusInternalServerError, code: "internal", message: "the write guard is not configured"}
+
+// refuse counts and records a refusal and returns it.
+func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
+	if g == nil {
+		return e
+	}
+	g.refusals.WithLabelValues(e.code).Inc()
+	if e.code != "limiter_unavailable" { // an outage, not a player's doing
+		g.anomalies.Record(storage.Anomaly{At: g.now().UTC(), Reason: e.code, UserID: w.userID, Board: w.board.Key(), EventID: w.eventID, Detail: detail})
+	}
+	return e
+}
+
+// check decides whether a write may go on: nil, or the refusal to answer.
+func (g *Guard) check(ctx context.Context, w guarded) *apiError {
+	if g == nil {
+		return errNoGuard
+	}
+	if g.bans.Banned(w.userID) {
+		return g.refuse(w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
+	}
+	if e := g.rateLimit(ctx, w); e != nil {
+		return e
+	}
+	if w.action != "" && w.board.ActionCooldown > 0 {
+		ok, left, err := g.limits.Cooldown(ctx, w.board.Key(), w.userID, w.action, w.eventID, w.board.ActionCooldown, g.now())
+		switch {
+		case err != nil:
+			return g.limiterDown(w, err)
+		case !ok:
+			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "cooldown_active", retryAfter: left,
+				message: fmt.Sprintf("action %s is cooling down for %d more seconds", w.action, seconds(left))}, "action "+w.action)
+		}
+	}
+	return nil
+}
+
+// rateLimit spends one write of the user's budget (and of the board's, when it has one);
+// server tokens spend their own budget only when LEADERBOARD_SERVER_RATE_LIMIT is set.
+func (g *Guard) rateLimit(ctx context.Context, w guarded) *apiError {
+	type budget struct {
+		subject string
+		rate    configs.Rate
+	}
+	var budgets []budget
+	if w.server {
+		budgets = append(budgets, budget{"server:" + w.subject, g.cfg.ServerRateLimit})
+	} else {
+		budgets = append(budgets, budget{"user:" + w.userID, g.cfg.RateLimit}, budget{"board:" + w.board.ID + ":" + w.userID, w.board.RateLimit})
+	}
+	for _, b := range budgets {
+		if b.rate.Off() {
+			continue
+		}
+		ok, retry, err := g.limits.Allow(ctx, b.subject, b.rate.N, b.rate.Per)
+		switch {
+		case err != nil:
+			return g.limiterDown(w, err)
+		case !ok:
+			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: retry,
+				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(retry))}, b.subject+" "+b.rate.String())
+		}
+	}
+	return nil
+}
+
+// limiterDown decides a write the limiter could not decide: server writes go on, player
+// writes fail closed unless the operator chose fail-open.
+func (g *Guard) limiterDown(w guarded, err error) *apiError {
+	if !errors.Is(err, storage.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		g.logger.Error("limiter failed", "err", err)
+	}
+	if w.server {
+		return nil
+	}
+	if g.cfg.LimiterFailOpen {
+		g.failOpen.Inc()
+		return nil
+	}
+	g.logger.Warn("limiter unavailable: player write refused", "err", err, "user_id", w.userID)
+	return g.refuse(w, &apiError{status: http.StatusServiceUnavailable, code: "limiter_unavailable", retryAfter: 5 * time.Second,
+		message: "the rate limiter is unavailable; retry with the same event_id"}, err.Error())
+}
+
+// release gives back an action's cooldown when its write was not accepted after all.
+func (g *Guard) release(ctx context.Context, w guarded) {
+	if g == nil || w.action == "" || w.board.ActionCooldown <= 0 {
+		return
+	}
+	if err := g.limits.Release(context.WithoutCancel(ctx), w.board.Key(), w.userID, w.action, w.eventID); err != nil {
+		g.logger.Warn("release cooldown", "err", err, "user_id", w.userID, "action", w.action)
+	}
+}
+
+// seconds rounds a wait up to whole seconds (at least 1), as Retry-After has it.
+func seconds(d time.Duration) int64 { return max(1, int64((d+time.Second-1)/time.Second)) }

@@ -1,0 +1,366 @@
+package http
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// Moderation is what the moderation endpoints need.
+type Moderation struct {
+	// Commands makes a moderation command durable together with its other work (the outbox).
+	Commands interface {
+		AcceptWith(ctx context.Context, cmd storage.Command, with func(ctx context.Context, tx *sql.Tx) error) (storage.AcceptOutcome, error)
+	}
+	// Bans is this process's ban list; BanStore reads one ban.
+	Bans     *BanList
+	BanStore interface {
+		Get(ctx context.Context, userID string) (storage.Ban, error)
+	}
+	Anomalies AnomalyStore
+	Audit     interface {
+		Page(ctx context.Context, before int64, limit int) ([]storage.AuditRecord, error)
+	}
+}
+
+// maxReasonChars bounds an admin's reason.
+const maxReasonChars = 500
+
+// reasonOf checks an admin's reason: required, at most maxReasonChars characters.
+func reasonOf(reason string) *apiError {
+	if reason == "" || utf8.RuneCountInString(reason) > maxReasonChars || !utf8.ValidString(reason) {
+		return badRequest("invalid_reason", "reason is required: 1 to %d characters", maxReasonChars)
+	}
+	return nil
+}
+
+// moderationCommand is the outbox command of a moderation action, with its idempotency
+// hash over what it does.
+func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted) (storage.Command, *apiError) {
+	msg, err := commandMessage(cmd, requestIDFrom(r.Context()))
+	if err != nil {
+		return storage.Command{}, &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()}
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%s|%d", cmd.Op, cmd.Board, cmd.Period, cmd.UserID, cmd.Value))
+	return storage.Command{EventID: cmd.EventID, UserID: cmd.UserID, Board: cmd.Board, BodyHash: h[:], Msg: msg}, nil
+}
+
+// waitApplied waits (up to WaitTimeout) until the projector applied a user's event.
+func (s *server) waitApplied(ctx context.Context, userID, eventID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		if ok, err := s.Requests.IsApplied(ctx, userID, eventID); err == nil && ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// moderationFailed answers an error of a moderation command.
+func (s *server) moderationFailed(w http.ResponseWriter, r *http.Request, err error, eventID string) {
+	s.unavailable(w, r, err, eventID)
+}
+
+// handleBan answers POST /admin/users/{user_id}/ban {"reason"} and DELETE (unban, with an
+// optional {"reason"}): the user's entries are hidden from (or shown again in) every read
+// of every board, their writes refused (or taken again) at once; Redis and the streams
+// follow through the pipeline (wait=true waits for them). Audited.
+func (s *server) handleBan(banned bool) http.HandlerFunc {
+	type request struct {
+		Reason string `json:"reason"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		userID := chi.URLParam(r, "user_id")
+		if !messages.ValidUserID(userID) {
+			writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
+			return
+		}
+		var req request
+		if banned || r.ContentLength != 0 {
+			if e := decodeStrict(w, r, &req); e != nil {
+				writeError(w, r, e.status, e.code, e.message, "")
+				return
+			}
+		}
+		if req.Reason != "" || banned {
+			if e := reasonOf(req.Reason); e != nil {
+				writeError(w, r, e.status, e.code, e.message, "")
+				return
+			}
+		}
+		action := "user.ban"
+		if !banned {
+			action = "user.unban"
+		}
+		cmd, e := moderationCommand(r, messages.ScoreSubmitted{Op: messages.OpSync, EventID: uuid.NewString(), UserID: userID, OccurredAt: s.Now().UTC()})
+		if e != nil {
+			writeError(w, r, e.status, e.code, e.message, "")
+			return
+		}
+		audit := storage.AuditEntry{Actor: claimsFrom(r.Context()).Subject, Action: action, Target: userID, Reason: req.Reason}
+		_, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, storage.SetBanned(userID, banned, audit))
+		switch {
+		case errors.Is(err, storage.ErrNotBanned):
+			writeError(w, r, http.StatusNotFound, "not_banned", "user "+userID+" is not banned", "")
+			return
+		case err != nil:
+			s.moderationFailed(w, r, err, "")
+			return
+		}
+		s.Moderation.Bans.set(userID, banned)
+		s.Logger.Info("moderation", "action", action, "user_id", userID, "by", audit.Actor, "reason", req.Reason)
+		status := http.StatusAccepted
+		if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), userID, cmd.EventID) {
+			status = http.StatusOK // every read and stream shows it
+		}
+		encode(w, status, map[string]any{"user_id": userID, "banned": banned, "event_id": cmd.EventID})
+	}
+}
+
+// handleGetBan answers GET /admin/users/{user_id}/ban: the user's ban, or 404 not_banned.
+func (s *server) handleGetBan() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ban, err := s.Moderation.BanStore.Get(r.Context(), chi.URLParam(r, "user_id"))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			writeError(w, r, http.StatusNotFound, "not_banned", "user is not banned", "")
+		case err != nil:
+			s.moderationFailed(w, r, err, "")
+		default:
+			ban.BannedAt = ban.BannedAt.UTC()
+			encode(w, http.StatusOK, ban)
+		}
+	}
+}
+
+// handleAdjust answers POST /admin/boards/{board_id}/entries/{user_id}/adjust {"value",
+// "period"?, "reason", "event_id"?}: the entry is set to value through the pipeline,
+// exactly once and in the history, whatever the board's operator. Audited.
+func (s *server) handleAdjust() http.HandlerFunc {
+	type request struct {
+		Value   json.RawMessage `json:"value"`
+		Period  string          `json:"period"`
+		Reason  string          `json:"reason"`
+		EventID *string         `json:"event_id"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, userID, ok := s.moderatedEntry(w, r)
+		if !ok {
+			return
+		}
+		var req request
+		if e := decodeStrict(w, r, &req); e != nil {
+			writeError(w, r, e.status, e.code, e.message, "")
+			return
+		}
+		eventID, _, e := resolveEventID(req.EventID)
+		if e == nil {
+			e = reasonOf(req.Reason)
+		}
+		var value int64
+		if e == nil {
+			value, e = parseInteger("value", req.Value)
+		}
+		if e == nil && !b.ValueInBounds(value) {
+			e = badRequest("value_out_of_range", "a value on board %s must be from %d to %d", b.Key(), b.MinValue, b.MaxValue)
+		}
+		if e != nil {
+			writeError(w, r, e.status, e.code, e.message, "")
+			return
+		}
+		period, ok := s.resolvePeriod(w, r, b, req.Period)
+		if !ok {
+			return
+		}
+		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: eventID, Board: b.Key(), Period: period, UserID: userID, Value: value, OccurredAt: s.Now().UTC()},
+			"entry.adjust", req.Reason, map[string]any{"value": value})
+	}
+}
+
+// handleRemove answers DELETE /admin/boards/{board_id}/entries/{user_id}?period=&reason=:
+// the entry is removed through the pipeline, in the history. 404 when there is none.
+// Audited.
+func (s *server) handleRemove() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, userID, ok := s.moderatedEntry(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		if e := reasonOf(q.Get("reason")); e != nil {
+			writeError(w, r, e.status, e.code, e.message, "")
+			return
+		}
+		period, ok := s.period(w, r, b)
+		if !ok {
+			return
+		}
+		if _, _, err := s.Reads.user(r.Context(), b, period, userID); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				writeError(w, r, http.StatusNotFound, "not_found", "user "+userID+" has no entry on board "+b.Key()+" period "+period, "")
+			} else {
+				s.readFailed(w, r, err)
+			}
+			return
+		}
+		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpRemove, EventID: uuid.NewString(), Board: b.Key(), Period: period, UserID: userID, OccurredAt: s.Now().UTC()},
+			"entry.remove", q.Get("reason"), nil)
+	}
+}
+
+// moderatedEntry resolves the board and user of an entry endpoint.
+func (s *server) moderatedEntry(w http.ResponseWriter, r *http.Request) (configs.Board, string, bool) {
+	b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
+	if !ok {
+		return b, "", false
+	}
+	userID := chi.URLParam(r, "user_id")
+	if !messages.ValidUserID(userID) {
+		writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
+		return b, "", false
+	}
+	return b, userID, true
+}
+
+// moderate makes an entry command durable with its audit record and answers: 202
+// accepted, or 200 applied with wait=true once the projector applied it; a retry with the
+// event id is answered the same, another command with it 409.
+func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.ScoreSubmitted, action, reason string, detail map[string]any) {
+	cmd, e := moderationCommand(r, msg)
+	if e != nil {
+		writeError(w, r, e.status, e.code, e.message, msg.EventID)
+		return
+	}
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["event_id"], detail["period"] = msg.EventID, msg.Period
+	audit := storage.AuditEntry{Actor: claimsFrom(r.Context()).Subject, Action: action, Target: msg.Board + "/" + msg.UserID, Reason: reason, Detail: detail}
+	outcome, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, func(ctx context.Context, tx *sql.Tx) error {
+		return storage.RecordAuditTx(ctx, tx, audit)
+	})
+	switch {
+	case err != nil:
+		s.moderationFailed(w, r, err, msg.EventID)
+		return
+	case outcome == storage.Conflict:
+		writeError(w, r, http.StatusConflict, "event_id_conflict", errEventIDConflict.Error(), msg.EventID)
+		return
+	}
+	s.Logger.Info("moderation", "action", action, "target", audit.Target, "period", msg.Period, "by", audit.Actor, "reason", reason, "event_id", msg.EventID)
+	if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), msg.UserID, msg.EventID) {
+		encode(w, http.StatusOK, map[string]any{"status": "applied", "event_id": msg.EventID, "board": msg.Board, "period": msg.Period, "user_id": msg.UserID})
+		return
+	}
+	encode(w, http.StatusAccepted, map[string]any{"status": "accepted", "event_id": msg.EventID})
+}
+
+// pageParams reads ?limit= (1–500, default 50) and ?cursor= (an id from next_cursor).
+func pageParams(w http.ResponseWriter, r *http.Request) (limit int, before int64, ok bool) {
+	limit, ok = intParam(w, r, "limit", 50, 1, 500, "invalid_limit")
+	if !ok {
+		return 0, 0, false
+	}
+	if raw := r.URL.Query().Get("cursor"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n <= 0 {
+			writeError(w, r, http.StatusBadRequest, "invalid_cursor", "cursor must come from next_cursor", "")
+			return 0, 0, false
+		}
+		before = n
+	}
+	return limit, before, true
+}
+
+// nextCursor is the cursor after a page whose last id is last, or nil when the page was
+// not full.
+func nextCursor(n, limit int, last int64) *string {
+	if n < limit {
+		return nil
+	}
+	c := strconv.FormatInt(last, 10)
+	return &c
+}
+
+// handleAnomalies answers GET /admin/anomalies?cursor=&limit=&user_id=&reason=: refused
+// writes, newest first.
+func (s *server) handleAnomalies() http.HandlerFunc {
+	type response struct {
+		Items      []storage.Anomaly `json:"items"`
+		NextCursor *string           `json:"next_cursor"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		limit, before, ok := pageParams(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		items, err := s.Moderation.Anomalies.Page(r.Context(), before, limit, q.Get("user_id"), q.Get("reason"))
+		if err != nil {
+			s.moderationFailed(w, r, err, "")
+			return
+		}
+		resp := response{Items: items}
+		if resp.Items == nil {
+			resp.Items = []storage.Anomaly{}
+		}
+		for i := range resp.Items {
+			resp.Items[i].At = resp.Items[i].At.UTC()
+		}
+		if len(items) > 0 {
+			resp.NextCursor = nextCursor(len(items), limit, items[len(items)-1].ID)
+		}
+		encode(w, http.StatusOK, resp)
+	}
+}
+
+// handleAudit answers GET /admin/audit?cursor=&limit=: every admin action, newest first.
+func (s *server) handleAudit() http.HandlerFunc {
+	type response struct {
+		Items      []storage.AuditRecord `json:"items"`
+		NextCursor *string               `json:"next_cursor"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		limit, before, ok := pageParams(w, r)
+		if !ok {
+			return
+		}
+		items, err := s.Moderation.Audit.Page(r.Context(), before, limit)
+		if err != nil {
+			s.moderationFailed(w, r, err, "")
+			return
+		}
+		resp := response{Items: items}
+		if resp.Items == nil {
+			resp.Items = []storage.AuditRecord{}
+		}
+		for i := range resp.Items {
+			resp.Items[i].At = resp.Items[i].At.UTC()
+		}
+		if len(items) > 0 {
+			resp.NextCursor = nextCursor(len(items), limit, items[len(items)-1].ID)
+		}
+		encode(w, http.StatusOK, resp)
+	}
+}

@@ -1,0 +1,82 @@
+package storage
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// Limiter keeps the write limits in Redis: rate limits by go-redis/redis_rate (GCRA, one
+// key per limited subject, its clock Redis's own) and action cooldowns (a lock per user
+// and action, timed by the caller's clock). Errors wrap ErrUnavailable.
+type Limiter struct {
+	rdb    redis.UniversalClient
+	rate   *redis_rate.Limiter
+	prefix string
+}
+
+// NewLimiter returns the limiter on rdb; keys carry prefix.
+func NewLimiter(rdb redis.UniversalClient, prefix string) *Limiter {
+	return &Limiter{rdb: rdb, rate: redis_rate.NewLimiter(rdb), prefix: prefix}
+}
+
+// Allow spends one write of subject (for example "user:alice" or "board:daily:alice")
+// against at most n writes per per: ok, or how long until the next write is allowed.
+func (l *Limiter) Allow(ctx context.Context, subject string, n int, per time.Duration) (bool, time.Duration, error) {
+	// redis_rate prefixes its keys with "rate:"; the braces keep each key on one slot.
+	res, err := l.rate.Allow(ctx, l.prefix+":{"+subject+"}", redis_rate.Limit{Rate: n, Burst: n, Period: per})
+	if err != nil {
+		return false, 0, redisErr("rate limit", err)
+	}
+	return res.Allowed > 0, res.RetryAfter, nil
+}
+
+// cooldownScript takes an action's lock: KEYS[1] holds "until µs|event id". It answers the
+// µs the lock still holds, or 0 when taken (a retry of the event holding it passes).
+// ARGV: now µs, until µs, event id, key lifetime ms.
+var cooldownScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local held, holder = string.match(v, '^(%d+)|(.*)$')
+  local left = tonumber(held) - tonumber(ARGV[1])
+  if left > 0 then
+    if holder == ARGV[3] then return 0 end
+    return left
+  end
+end
+redis.call('SET', KEYS[1], ARGV[2] .. '|' .. ARGV[3], 'PX', ARGV[4])
+return 0
+`)
+
+// releaseScript drops an action's lock if the event still holds it. KEYS[1]; ARGV: event id.
+var releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.match(v, '^%d+|(.*)$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+func (l *Limiter) cooldownKey(board, userID, action string) string {
+	return l.prefix + ":cooldown:{" + userID + "}:" + board + ":" + action
+}
+
+// Cooldown takes the lock of a user's action on a board for d from now, for eventID: ok,
+// or how long the lock still holds. A retry with the event id that took the lock passes.
+func (l *Limiter) Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (bool, time.Duration, error) {
+	until := now.Add(d)
+	// The key outlives the lock a little; the lock's end is the stored time, on the caller's clock.
+	left, err := cooldownScript.Run(ctx, l.rdb, []string{l.cooldownKey(board, userID, action)},
+		now.UnixMicro(), until.UnixMicro(), eventID, (d + time.Minute).Milliseconds()).Int64()
+	if err != nil {
+		return false, 0, redisErr("cooldown", err)
+	}
+	return left == 0, time.Duration(left) * time.Microsecond, nil
+}
+
+// Release drops the lock eventID took (the write was not accepted after all).
+func (l *Limiter) Release(ctx context.Context, board, userID, action, eventID string) error {
+	err := releaseScript.Run(ctx, l.rdb, []string{l.cooldownKey(board, userID, action)}, eventID).Err()
+	return redisErr("release cooldown "+strconv.Quote(action), err)
+}

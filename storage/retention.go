@@ -1,0 +1,96 @@
+package storage
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Retention deletes what the service keeps for a while only: accepted event ids (the
+// request log that answers retries) older than EventIDs, history rows older than History,
+// and all but the newest Anomalies refused writes. It deletes in small batches, so
+// pruning never holds long locks.
+type Retention struct {
+	pool      *pgxpool.Pool
+	anomalies *Anomalies
+	cfg       RetentionConfig
+	logger    *slog.Logger
+}
+
+// RetentionConfig says how long each kind of record is kept.
+type RetentionConfig struct {
+	EventIDs  time.Duration
+	History   time.Duration
+	Anomalies int
+	Interval  time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewRetention returns the pruner.
+func NewRetention(pool *pgxpool.Pool, cfg RetentionConfig, logger *slog.Logger) *Retention {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Retention{pool: pool, anomalies: NewAnomalies(pool), cfg: cfg, logger: logger}
+}
+
+// Pruned counts what one pass deleted.
+type Pruned struct {
+	EventIDs, History, Anomalies int64
+}
+
+// pruneBatch bounds the rows of one DELETE.
+const pruneBatch = 5000
+
+// Prune runs one pass.
+func (r *Retention) Prune(ctx context.Context) (Pruned, error) {
+	var p Pruned
+	var err error
+	now := r.cfg.Now()
+	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, now.Add(-r.cfg.EventIDs)); err != nil {
+		return p, err
+	}
+	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now.Add(-r.cfg.History)); err != nil {
+		return p, err
+	}
+	p.Anomalies, err = r.anomalies.Prune(ctx, r.cfg.Anomalies)
+	return p, err
+}
+
+// deleteOlder deletes the rows of table whose column is before cutoff, a batch at a time.
+func (r *Retention) deleteOlder(ctx context.Context, table, column string, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := r.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (SELECT ctid FROM `+table+` WHERE `+column+` < $1 LIMIT $2)`, cutoff, pruneBatch)
+		if err != nil {
+			return total, unavailable("prune "+table, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch || ctx.Err() != nil {
+			return total, nil
+		}
+	}
+}
+
+// Run prunes every Interval until ctx ends.
+func (r *Retention) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		p, err := r.Prune(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.logger.Warn("retention pass failed", "err", err)
+		case p.EventIDs+p.History+p.Anomalies > 0:
+			r.logger.Info("retention pass", "event_ids", p.EventIDs, "history", p.History, "anomalies", p.Anomalies)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
