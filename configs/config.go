@@ -40,6 +40,9 @@ type Config struct {
 	RedisURL    string
 	// RedisPrefix namespaces every Redis key of this deployment (tests use their own).
 	RedisPrefix string
+	// RedisClusterAddrs, when set, are the seed nodes of a Redis Cluster (RedisURL then
+	// only gives credentials and TLS).
+	RedisClusterAddrs []string
 	// KafkaBrokers lists broker addresses; empty when EmbeddedKafka is true.
 	KafkaBrokers []string
 	// EmbeddedKafka starts the in-process Kafka-protocol broker.
@@ -117,10 +120,21 @@ type Config struct {
 	// batches may be in flight at once.
 	ProjectorBatch   int
 	ProjectorWorkers int
-	// RelayPollInterval is how long an idle relay waits before asking PostgreSQL again;
+	// RelayPollInterval is how soon a relay looks again at rows held back by a write
+	// transaction still open (an idle relay waits for the outbox's notification);
 	// OutboxPruneInterval is how often it deletes forwarded and applied outbox rows.
 	RelayPollInterval   time.Duration
 	OutboxPruneInterval time.Duration
+	// RelayBatch bounds the rows the relay produces in one request.
+	RelayBatch int
+	// RelayThrottle and ProjectorThrottle cap how fast the relay forwards and the
+	// projector consumes (off by default), so a catch-up after an outage or a bulk requeue
+	// leaves room for live traffic.
+	RelayThrottle     Rate
+	ProjectorThrottle Rate
+	// MaxBacklog is how many accepted commands may wait for the pipeline before writes are
+	// refused with 503 backlog_full (0: never).
+	MaxBacklog int
 }
 
 // Board returns the board with the given id.
@@ -228,6 +242,17 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_URL: want redis://host:port/db"))
 	}
 
+	if raw := get("LEADERBOARD_REDIS_CLUSTER_ADDRS", ""); raw != "" {
+		for _, a := range strings.Split(raw, ",") {
+			a = strings.TrimSpace(a)
+			if err := checkHostPort(a); err != nil {
+				errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_CLUSTER_ADDRS: %q is not host:port", a))
+				continue
+			}
+			c.RedisClusterAddrs = append(c.RedisClusterAddrs, a)
+		}
+	}
+
 	brokers := get("LEADERBOARD_KAFKA_BROKERS", EmbeddedKafka)
 	if brokers == EmbeddedKafka {
 		c.EmbeddedKafka = true
@@ -280,6 +305,10 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		return r
 	}
+	c.RelayThrottle = rateVar("LEADERBOARD_RELAY_THROTTLE", "off")
+	c.ProjectorThrottle = rateVar("LEADERBOARD_PROJECTOR_THROTTLE", "off")
+	c.RelayBatch = intVar("LEADERBOARD_RELAY_BATCH", 500, 1, 10_000)
+	c.MaxBacklog = intVar("LEADERBOARD_MAX_BACKLOG", 200_000, 0, 100_000_000)
 	c.RateLimit = rateVar("LEADERBOARD_RATE_LIMIT", "10/60s")
 	c.ServerRateLimit = rateVar("LEADERBOARD_SERVER_RATE_LIMIT", "off")
 	switch raw := get("LEADERBOARD_LIMITER_FAIL_OPEN", "false"); raw {

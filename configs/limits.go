@@ -38,6 +38,14 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{N: count, Per: d}, nil
 }
 
+// PerSecond is the rate in events per second (0 when off).
+func (r Rate) PerSecond() float64 {
+	if r.Off() {
+		return 0
+	}
+	return float64(r.N) / r.Per.Seconds()
+}
+
 // SignatureSkew is how far an increment's timestamp may be from the server's clock when
 // signatures are required (API.md).
 const SignatureSkew = 60 * time.Second

@@ -29,6 +29,7 @@ type Limits interface {
 // writes go on.
 type Guard struct {
 	cfg       configs.Config
+	backlog   *Backlog
 	limits    Limits
 	bans      *BanList
 	anomalies *AnomalyRecorder
@@ -39,11 +40,12 @@ type Guard struct {
 }
 
 // NewGuard returns the write guard. now is the clock of cooldowns and signatures.
-func NewGuard(cfg configs.Config, limits Limits, bans *BanList, anomalies *AnomalyRecorder, reg prometheus.Registerer, now func() time.Time, logger *slog.Logger) *Guard {
-	g := &Guard{cfg: cfg, limits: limits, bans: bans, anomalies: anomalies, now: now, logger: logger,
+// backlog, when set, refuses every write while the pipeline is too far behind.
+func NewGuard(cfg configs.Config, backlog *Backlog, limits Limits, bans *BanList, anomalies *AnomalyRecorder, reg prometheus.Registerer, now func() time.Time, logger *slog.Logger) *Guard {
+	g := &Guard{cfg: cfg, backlog: backlog, limits: limits, bans: bans, anomalies: anomalies, now: now, logger: logger,
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaderboard_write_refusals_total",
-			Help: "Writes refused to protect the boards, by reason (value_out_of_range, rate_limited, cooldown_active, user_banned, invalid_signature, stale_timestamp, server_only_board, limiter_unavailable).",
+			Help: "Writes refused to protect the boards, by reason (value_out_of_range, rate_limited, cooldown_active, user_banned, invalid_signature, stale_timestamp, server_only_board, limiter_unavailable, backlog_full).",
 		}, []string{"reason"}),
 		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leaderboard_limiter_fail_open_total",
@@ -78,7 +80,7 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 		return e
 	}
 	g.refusals.WithLabelValues(e.code).Inc()
-	if e.code != "limiter_unavailable" { // an outage, not a player's doing
+	if e.code != "limiter_unavailable" && e.code != "backlog_full" { // not a player's doing
 		g.anomalies.Record(storage.Anomaly{At: g.now().UTC(), Reason: e.code, UserID: w.userID, Board: w.board.Key(), EventID: w.eventID, Detail: detail})
 	}
 	return e
@@ -88,6 +90,10 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 func (g *Guard) check(ctx context.Context, w guarded) *apiError {
 	if g == nil {
 		return errNoGuard
+	}
+	if g.backlog.Full() {
+		return g.refuse(w, &apiError{status: http.StatusServiceUnavailable, code: "backlog_full", retryAfter: 2 * time.Second,
+			message: "the pipeline is behind; retry with the same event_id"}, "")
 	}
 	if g.bans.Banned(w.userID) {
 		return g.refuse(w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")

@@ -29,8 +29,9 @@ const DeadLetterTopic = "dead_letters"
 // topic, behind correlation id, poison queue (permanent errors and panics only), retry
 // with exponential backoff (transient errors only), timeout, and recoverer, in that order.
 //
-// stuck, when set, goes outermost and tracks partitions that keep failing.
-func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, stuck *StuckPartitions, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
+// stuck, when set, goes outermost and tracks partitions that keep failing; throttle, when
+// set (n per per), caps how fast messages are handled, across every partition.
+func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, stuck *StuckPartitions, throttle Throttle, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
 	wlog := NewLogger(logger.With("role", "projector"))
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, wlog)
 	if err != nil {
@@ -39,6 +40,9 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 	poison, err := middleware.PoisonQueueWithFilter(deadLetters, DeadLetterTopic, shouldPoison)
 	if err != nil {
 		return nil, fmt.Errorf("projector poison queue: %w", err)
+	}
+	if throttle.N > 0 {
+		r.AddMiddleware(middleware.NewThrottle(int64(throttle.N), throttle.Per).Middleware)
 	}
 	if stuck != nil {
 		r.AddMiddleware(stuck.Middleware)
@@ -65,6 +69,12 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 	addMetrics(r, reg)
 	r.AddConsumerHandler(ProjectorHandlerName, topic, sub, handle)
 	return r, nil
+}
+
+// Throttle is a cap of N messages per Per (zero: none).
+type Throttle struct {
+	N   int
+	Per time.Duration
 }
 
 // shouldPoison sends only messages that can never succeed to the dead letters:

@@ -77,7 +77,7 @@ func TestProjectorMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewProjectorRouter(sub, topics.Scores, handle, dead, stuck, nil, logger)
+	r, err := NewProjectorRouter(sub, topics.Scores, handle, dead, stuck, Throttle{}, nil, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,5 +122,85 @@ func TestProjectorMiddleware(t *testing.T) {
 	}
 	if n := transientFailures.Load(); n < 7 {
 		t.Fatalf("transient message handled %d times, want retries until success", n)
+	}
+}
+
+// TestProjectorThrottle: with a throttle of 20 messages a second, 60 messages spread over
+// every partition take about 3 s to handle, however fast the handler is.
+func TestProjectorThrottle(t *testing.T) {
+	t.Parallel()
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	topics := NewTopics("throttle-test", 6)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	const n = 60
+	for i := range n { // published first: the consumer finds a backlog, as after an outage
+		msg := message.NewMessage(fmt.Sprintf("m-%d", i), []byte("x"))
+		msg.Metadata.Set("partition_key", fmt.Sprintf("user-%d", i))
+		if err := pub.Publish(topics.Scores, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var handled atomic.Int32
+	var first, last atomic.Int64
+	handle := func(*message.Message) error {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		handled.Add(1)
+		return nil
+	}
+	sub, err := NewKafkaSubscriber(broker.Addrs(), "throttle-group", NewLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewProjectorRouter(sub, topics.Scores, handle, &capture{}, nil, Throttle{N: 20, Per: time.Second}, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for handled.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if handled.Load() < n {
+		t.Fatalf("handled %d of %d", handled.Load(), n)
+	}
+	// 60 messages at one every 50 ms: at least 59 intervals between the first and the last.
+	if took := time.Duration(last.Load() - first.Load()); took < 2500*time.Millisecond {
+		t.Fatalf("%d messages handled in %v: the cap of 20/s does not hold", n, took)
+	}
+}
+
+// TestRelayPacer: the relay's throttle lets at most rate messages a second through.
+func TestRelayPacer(t *testing.T) {
+	t.Parallel()
+	p := newPacer(200)
+	start := time.Now()
+	for range 5 {
+		p.wait(context.Background(), 100) // 500 messages at 200/s: the fifth batch waits 2 s
+	}
+	if took := time.Since(start); took < 1900*time.Millisecond {
+		t.Fatalf("500 messages went in %v at a cap of 200/s", took)
+	}
+	if p := newPacer(0); p != nil {
+		start := time.Now()
+		p.wait(context.Background(), 1_000_000)
+		if time.Since(start) > time.Second {
+			t.Fatal("no cap waited")
+		}
 	}
 }

@@ -2,13 +2,50 @@
 # Benchmarks the whole service as `make run` runs it (embedded Kafka-protocol broker, local
 # PostgreSQL and Redis), driven by cmd/loadgen from a separate process. Used by `make bench`.
 #
-#   bash scripts/bench.sh                          # full default run (about 4 minutes, then ~5 for the fan-out)
+#   bash scripts/bench.sh                          # full default run (about 9 minutes, then ~5 for the fan-out)
 #   BENCH_DURATION=10s BENCH_RATE=2000 bash scripts/bench.sh
+#   BENCH_FANOUT=0 BENCH_DURATION=10s BENCH_RATE=500 \
+#     BENCH_ARGS="-read-duration 3s -big-entries 100000" bash scripts/bench.sh   # a short run of everything
 #   bash scripts/bench.sh -concurrency 64 -phases rate   # extra arguments go to loadgen
 #   BENCH_ARGS="-users 5000" bash scripts/bench.sh
+#   BENCH_ARGS="-phases mixed -mix best=1,incr=2,match=1 -mixed-rate 3000" bash scripts/bench.sh
+#   BENCH_FANOUT=0 BENCH_ARGS="-phases limiter -limiter-duration 10s" bash scripts/bench.sh   # only the limiter's cost
 #   BENCH_WRITES=0 bash scripts/bench.sh           # only the fan-out run (scripts/bench-fanout.sh)
-#   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write benchmark
+#   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write and read benchmark
 #   BENCH_FANOUT_SIZES="1000 5000" bash scripts/bench.sh   # fan-out sizes (see bench-fanout.sh)
+#
+# loadgen's phases (-phases, default all, in this order; see `bin/loadgen -h`):
+#   idle        -idle-duration (10 s) with no load: CPU of each process group at rest
+#   rate        phase A: best scores on global, open loop at -rate (BENCH_RATE) for -duration (BENCH_DURATION)
+#   saturation  phase B: best scores, -concurrency closed-loop writers for -duration
+#   limiter     the cost of the per-user rate limiter: best scores as in phase B, closed loop, in runs of
+#               half of -limiter-duration (20 s) each, alternating off, on, off, on: off = the server
+#               token (server writes skip the limiter), on = each user's own player token (sub = the
+#               user), so every write runs the limiter's GCRA in Redis; reports each setting's
+#               accepted/s, accept p50/p99, 429s, CPU per accepted write and the ratio on/off
+#   mixed       open loop at -mixed-rate (default -rate) for -duration, each command drawn by -mix
+#               (default best=1,incr=1,match=1): best scores on global, increments on points, match
+#               points (one command, applied to match:{id}, daily and season) in matches of
+#               -match-size (10) players; then the Redis memory of one match board
+#   reads       GET /healthz (the bare HTTP ceiling), then top-10 and user rank of global, closed loop,
+#               -read-duration each
+#   bigreads    a board of -big-entries (1,000,000) entries, board `big` of the bench boards file:
+#               seeded with one INSERT ... SELECT FROM generate_series into board_entries (+ ANALYZE),
+#               loaded into Redis with POST /admin/boards/big/rebuild (admin token), its Redis memory
+#               measured (MEMORY USAGE ... SAMPLES 0), then own rank, around-5, page walks and top-10
+#   check       the exactly-once check of every accepted command (PostgreSQL and Redis; not `big`)
+# Every phase reports the CPU time of the service (the embedded broker included), PostgreSQL
+# and Redis from /proc, per applied score_history row for the write phases.
+#
+# The service runs with LEADERBOARD_BOARDS_FILE=bench-results/boards.yaml: the shipped boards
+# (configs/boards.example.yaml, which configs' tests keep equal to the built-in defaults) plus
+# the board `big` (operator best, order desc, period all_time) that bigreads seeds.
+#
+# The service runs with LEADERBOARD_RATE_LIMIT="${BENCH_RATE_LIMIT:-100000/1s}": player writes
+# (the limiter phase's "on" runs) are rate-limited per user as in production, but with a limit
+# no bench user reaches, so that the limiter does its whole work (one script call in Redis per
+# write) without refusing anything; the phase warns when it sees a 429. BENCH_RATE_LIMIT=off
+# turns the limiter off (then "on" measures player tokens without the limiter).
 #
 # Results: bench-results/summary.json (loadgen's JSON summary), bench-results/loadgen.log,
 # bench-results/service.log. The database leaderboard_bench is dropped and recreated on
@@ -37,6 +74,26 @@ ready_timeout=60
 
 mkdir -p "$results" bin
 bash scripts/services.sh
+
+# The bench's boards: the shipped ones plus `big` for the bigreads phase. The example file is
+# one top-level `boards:` list; the extra board is appended as one more item of it, indented
+# as the example's items are.
+boards_file="$results/boards.yaml"
+example=configs/boards.example.yaml
+if grep -vE '^[[:space:]]*(#|$)' "$example" | grep -E '^[^[:space:]-]' | grep -vqE '^boards:[[:space:]]*(#.*)?$'; then
+  echo "bench: $example has top-level keys other than boards:; cannot append the big board" >&2
+  exit 1
+fi
+indent=$(grep -m1 -E '^[[:space:]]*- ' "$example" | sed -E 's/^([[:space:]]*)- .*/\1/')
+{
+  cat "$example"
+  echo
+  echo "${indent}# scripts/bench.sh: the bigreads phase seeds this board straight into board_entries"
+  echo "${indent}- id: big"
+  echo "${indent}  operator: best"
+  echo "${indent}  order: desc"
+  echo "${indent}  period: all_time"
+} >"$boards_file"
 
 echo "bench: building bin/leaderboard and bin/loadgen"
 go build -o bin/leaderboard ./cmd/leaderboard
@@ -74,9 +131,12 @@ release() {
   stop_service
   [ -z "$released" ] || return 0
   released=1
-  echo "bench: deleting Redis keys $prefix:*"
-  redis-cli -u "$redis_url" --scan --pattern "$prefix:*" \
-    | xargs -r -n 500 redis-cli -u "$redis_url" unlink >/dev/null || true
+  echo "bench: deleting Redis keys $prefix:* and rate:$prefix:*"
+  # rate:$prefix:* are the rate limiter's (go-redis/redis_rate puts "rate:" before the service's prefix).
+  for pattern in "$prefix:*" "rate:$prefix:*"; do
+    redis-cli -u "$redis_url" --scan --pattern "$pattern" \
+      | xargs -r -n 500 redis-cli -u "$redis_url" unlink >/dev/null || true
+  done
   rm -rf "$kafka_dir"
 }
 
@@ -100,6 +160,9 @@ env \
   LEADERBOARD_KAFKA_DATA_DIR="$kafka_dir" \
   LEADERBOARD_JWT_SECRET="$secret" \
   LEADERBOARD_LOG_LEVEL="${LEADERBOARD_LOG_LEVEL:-warn}" \
+  LEADERBOARD_TIMEZONE=UTC \
+  LEADERBOARD_BOARDS_FILE="$boards_file" \
+  LEADERBOARD_RATE_LIMIT="${BENCH_RATE_LIMIT:-100000/1s}" \
   ${LEADERBOARD_OUTBOX_SHARDS:+LEADERBOARD_OUTBOX_SHARDS="$LEADERBOARD_OUTBOX_SHARDS"} \
   ${LEADERBOARD_SCORE_PARTITIONS:+LEADERBOARD_SCORE_PARTITIONS="$LEADERBOARD_SCORE_PARTITIONS"} \
   bin/leaderboard >"$results/service.log" 2>&1 &
@@ -123,7 +186,8 @@ until curl -fsS -o /dev/null "http://$addr/readyz" 2>/dev/null; do
 done
 echo "bench: service ready (pid $service_pid)"
 
-args=(-target "http://$addr" -postgres "$pg_url" -redis "$redis_url" -prefix "$prefix" -out "$results/summary.json")
+args=(-target "http://$addr" -postgres "$pg_url" -redis "$redis_url" -prefix "$prefix" -out "$results/summary.json"
+  -service-pid "$service_pid" -big-board big)
 [ -n "${BENCH_DURATION:-}" ] && args+=(-duration "$BENCH_DURATION")
 [ -n "${BENCH_RATE:-}" ] && args+=(-rate "$BENCH_RATE")
 # BENCH_ARGS is split on whitespace on purpose: it holds loadgen flags.

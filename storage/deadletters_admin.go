@@ -200,6 +200,9 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 		if err := shard.Publish(l.Topic, msg); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, strconv.Itoa(ShardOf(key, a.shards))); err != nil {
+			return err
+		}
 		ids[i] = l.ID
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ANY($1)`, ids)

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
@@ -29,19 +29,16 @@ type Command struct {
 // log and inserts their messages into the shard's outbox table through the watermill-sql
 // publisher.
 type Outbox struct {
-	db        *sql.DB
-	schema    OutboxSchema
-	destTopic string
-	shards    []*Batcher[Command, AcceptOutcome]
-	logger    *slog.Logger
-	observe   func(batch int, took time.Duration)
+	db      *sql.DB
+	schema  OutboxSchema
+	shards  []*Batcher[Command, AcceptOutcome]
+	logger  *slog.Logger
+	observe func(batch int, took time.Duration)
 }
 
 // OutboxConfig configures an Outbox.
 type OutboxConfig struct {
 	Shards int
-	// DestinationTopic is the Kafka topic the relay forwards the commands to.
-	DestinationTopic string
 	// MaxBatch bounds the commands in one transaction (default 256).
 	MaxBatch int
 	// Observe, when set, is called after each committed batch.
@@ -53,7 +50,7 @@ func NewOutbox(db *sql.DB, schema OutboxSchema, cfg OutboxConfig, logger *slog.L
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
-	o := &Outbox{db: db, schema: schema, destTopic: cfg.DestinationTopic, logger: logger, observe: cfg.Observe}
+	o := &Outbox{db: db, schema: schema, logger: logger, observe: cfg.Observe}
 	for shard := range cfg.Shards {
 		o.shards = append(o.shards, NewBatcher(1, cfg.MaxBatch, func(cmds []Command) []Result[AcceptOutcome] {
 			return o.commitBatch(shard, cmds)
@@ -176,13 +173,16 @@ func (o *Outbox) record(ctx context.Context, tx *sql.Tx, shard int, cmds []Comma
 		}
 	}
 	if len(msgs) > 0 {
+		// Plain messages (no forwarder envelope): the relay knows their topic.
 		pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: o.schema.Messages}, watermill.NopLogger{})
 		if err != nil {
 			return nil, fmt.Errorf("outbox: publisher: %w", err)
 		}
-		fwd := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: o.schema.Topic(shard)})
-		if err := fwd.Publish(o.destTopic, msgs...); err != nil {
+		if err := pub.Publish(o.schema.Topic(shard), msgs...); err != nil {
 			return nil, unavailable("outbox: insert", err)
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, strconv.Itoa(shard)); err != nil {
+			return nil, unavailable("outbox: notify", err)
 		}
 	}
 	return outcomes, nil

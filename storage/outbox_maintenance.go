@@ -18,10 +18,22 @@ func NewOutboxMaintenance(pool *pgxpool.Pool, schema OutboxSchema) *OutboxMainte
 	return &OutboxMaintenance{pool: pool, schema: schema}
 }
 
-// RelayConsumerGroup is the consumer group watermill's forwarder uses on the SQL subscriber.
+// RelayConsumerGroup is the relay's row in a shard's offsets table (watermill-sql's
+// format): the position up to which the shard is forwarded to Kafka.
 const RelayConsumerGroup = "leaderboard-relay"
 
-// Rewind moves the forwarder's position of a shard back to the oldest outbox row whose
+// rowUser and rowEvent are the user and event id of outbox row alias: of the message
+// itself, or of the message inside a forwarder envelope (requeued dead letters, and rows
+// written before the relay read plain messages).
+func rowUser(alias string) string {
+	return `coalesce(` + alias + `.payload->'metadata'->>'partition_key', ` + alias + `.metadata->>'partition_key')`
+}
+
+func rowEvent(alias string) string {
+	return `coalesce(` + alias + `.payload->>'uuid', ` + alias + `.uuid)`
+}
+
+// Rewind moves the relay's position of a shard back to the oldest outbox row whose
 // event has neither been applied nor dead-lettered, so that everything acknowledged but
 // lost on the way (a broker that died with the process) is forwarded again. It never
 // moves the position forward. It returns how many rows will be forwarded again.
@@ -32,8 +44,8 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	err := m.pool.QueryRow(ctx, `
 		WITH first_pending AS (
 			SELECT o.transaction_id, o."offset" FROM `+msgs+` o
-			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = o.payload->'metadata'->>'partition_key' AND h.event_id = o.payload->>'uuid')
-			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = o.payload->'metadata'->>'partition_key' AND d.event_id = o.payload->>'uuid')
+			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o")+` AND h.event_id = `+rowEvent("o")+`)
+			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o")+` AND d.event_id = `+rowEvent("o")+`)
 			ORDER BY o.transaction_id, o."offset" LIMIT 1
 		), moved AS (
 			UPDATE `+offs+` f SET last_processed_transaction_id = p.transaction_id, offset_acked = p."offset" - 1
@@ -50,7 +62,7 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	return rewound, nil
 }
 
-// Prune deletes outbox rows of a shard that the forwarder has passed and whose event
+// Prune deletes outbox rows of a shard that the relay has passed and whose event
 // the projector has applied (or dead-lettered). It returns how many rows it deleted.
 func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (int64, error) {
 	topic := m.schema.Topic(shard)
@@ -60,8 +72,8 @@ func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (in
 			SELECT o2.transaction_id, o2."offset" FROM `+msgs+` o2, `+offs+` f
 			WHERE f.consumer_group = $1
 			  AND (o2.transaction_id, o2."offset") <= (f.last_processed_transaction_id, f.offset_acked)
-			  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = o2.payload->'metadata'->>'partition_key' AND h.event_id = o2.payload->>'uuid')
-			    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = o2.payload->'metadata'->>'partition_key' AND d.event_id = o2.payload->>'uuid'))
+			  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o2")+` AND h.event_id = `+rowEvent("o2")+`)
+			    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o2")+` AND d.event_id = `+rowEvent("o2")+`))
 			ORDER BY o2.transaction_id, o2."offset" LIMIT $2
 		) d
 		WHERE o.transaction_id = d.transaction_id AND o."offset" = d."offset"`, RelayConsumerGroup, limit)
@@ -71,7 +83,7 @@ func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (in
 	return tag.RowsAffected(), nil
 }
 
-// Backlog returns how many outbox rows of a shard the forwarder has not passed yet.
+// Backlog returns how many outbox rows of a shard the relay has not passed yet.
 func (m *OutboxMaintenance) Backlog(ctx context.Context, shard int) (int64, error) {
 	topic := m.schema.Topic(shard)
 	msgs, offs := m.schema.Messages.MessagesTable(topic), m.schema.Offsets.MessagesOffsetsTable(topic)
@@ -82,4 +94,20 @@ func (m *OutboxMaintenance) Backlog(ctx context.Context, shard int) (int64, erro
 		WHERE f.consumer_group IS NULL OR (o.transaction_id, o."offset") > (f.last_processed_transaction_id, f.offset_acked)`,
 		RelayConsumerGroup).Scan(&n)
 	return n, unavailable("outbox backlog", err)
+}
+
+// Outstanding counts the accepted commands waiting in the outbox (not yet forwarded, or
+// forwarded and not yet applied and pruned), counting at most upTo+1 per shard so the
+// query stays cheap however large the backlog grows.
+func (m *OutboxMaintenance) Outstanding(ctx context.Context, shards int, upTo int64) (int64, error) {
+	var total int64
+	for shard := range shards {
+		var n int64
+		err := m.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+m.schema.Messages.MessagesTable(m.schema.Topic(shard))+` LIMIT $1) t`, upTo+1).Scan(&n)
+		if err != nil {
+			return 0, unavailable("outbox outstanding", err)
+		}
+		total += n
+	}
+	return total, nil
 }

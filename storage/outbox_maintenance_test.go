@@ -54,7 +54,7 @@ func newRelayFixture(t *testing.T) *relayFixture {
 	}
 	f.accept(command("ev-other-shard", usersOfShard(t, 1, 1)[0], "b"))
 
-	rows, err := f.pool.Query(testContext(t), `SELECT transaction_id::text, "offset", payload->>'uuid' FROM `+outboxTable(0)+` ORDER BY transaction_id, "offset"`)
+	rows, err := f.pool.Query(testContext(t), `SELECT transaction_id::text, "offset", uuid FROM `+outboxTable(0)+` ORDER BY transaction_id, "offset"`)
 	if err != nil {
 		t.Fatal(err)
 	}

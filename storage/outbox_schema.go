@@ -8,7 +8,8 @@ import (
 )
 
 // OutboxSchema names the outbox tables: one watermill-sql topic per shard, each relayed
-// to Kafka by its own forwarder.
+// to Kafka by the relay. A row is a Watermill message (uuid = event id, JSON payload,
+// metadata); requeued dead letters are Watermill forwarder envelopes naming their topic.
 type OutboxSchema struct {
 	Messages wsql.DefaultPostgreSQLSchema
 	Offsets  wsql.DefaultPostgreSQLOffsetsAdapter
@@ -22,7 +23,8 @@ func NewOutboxSchema() OutboxSchema {
 // Topic is the watermill-sql topic (table suffix) of an outbox shard.
 func (OutboxSchema) Topic(shard int) string { return fmt.Sprintf("score_commands_%d", shard) }
 
-// InitQueries creates the message and offset tables of a shard.
+// InitQueries creates the message and offset tables of a shard. A row's uuid is the
+// command's event id (up to 64 characters), wider than watermill-sql's VARCHAR(36).
 func (s OutboxSchema) InitQueries(shard int) []string {
 	var qs []string
 	for _, q := range s.Messages.SchemaInitializingQueries(s.Topic(shard)) {
@@ -31,8 +33,13 @@ func (s OutboxSchema) InitQueries(shard int) []string {
 	for _, q := range s.Offsets.SchemaInitializingQueries(s.Topic(shard)) {
 		qs = append(qs, q.Query)
 	}
+	qs = append(qs, `ALTER TABLE `+s.Messages.MessagesTable(s.Topic(shard))+` ALTER COLUMN uuid TYPE TEXT`)
 	return qs
 }
+
+// OutboxChannel is the PostgreSQL notification channel an outbox commit signals (its
+// payload: the shard), so an idle relay wakes at once instead of polling.
+const OutboxChannel = "leaderboard_outbox"
 
 // ShardOf maps a user to its outbox shard, so one user's commands keep their order.
 func ShardOf(userID string, shards int) int {

@@ -38,10 +38,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 	t.Parallel()
 	env := newTestEnv(t)
-	bin := filepath.Join(t.TempDir(), "leaderboard")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := serviceBinary(t)
 	logs, err := os.Create(filepath.Join(t.TempDir(), "service.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -206,14 +207,33 @@ func (s *service) stop(t *testing.T) {
 	}
 }
 
+// portsGiven are the ports freePort handed out in this test run.
+var portsGiven = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
+
+// freePort returns a port nothing listens on, below the kernel's ephemeral range (so no
+// outgoing connection takes it before the service binds it), never the same twice.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if portsGiven.m[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven.m[p] = true
+		return fmt.Sprint(p)
 	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	t.Fatal("no free port")
+	return ""
 }
 
 func mintToken(t *testing.T, sub string, roles ...string) string {

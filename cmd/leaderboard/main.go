@@ -27,12 +27,14 @@ func main() {
 
 // usage is printed for unknown subcommands.
 func usage(w io.Writer) {
-	fmt.Fprintln(w, `usage: leaderboard [serve|healthcheck|token|rebuild|consistency]
+	fmt.Fprintln(w, `usage: leaderboard [serve|healthcheck|token|rebuild|consistency|broker]
   serve        run the roles in LEADERBOARD_ROLES (default)
   healthcheck  exit 0 when GET /readyz on LEADERBOARD_HTTP_ADDR answers 200
   token        print a bearer token signed with LEADERBOARD_JWT_SECRET
                (-sub user -name "Display Name" -roles server,admin -ttl 1h)
   rebuild      rebuild a board's Redis state from PostgreSQL (-board global)
   consistency  compare a board in Redis with PostgreSQL (-board global -full -sample 1000);
-               exits 1 when they differ`)
+               exits 1 when they differ
+  broker       run the in-process Kafka-protocol broker alone, for development and tests
+               (-addr 127.0.0.1:9092 -data-dir .data/kafka); production uses Apache Kafka`)
 }

@@ -10,8 +10,6 @@ import (
 	"os/user"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/openleaderboard/leaderboard/configs"
 	lbhttp "github.com/openleaderboard/leaderboard/http"
 	"github.com/openleaderboard/leaderboard/storage"
@@ -41,11 +39,10 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 	if err := storage.Migrate(ctx, pool, storage.NewOutboxSchema(), cfg.OutboxShards); err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := storage.OpenRedis(cfg.RedisURL, cfg.RedisClusterAddrs, 4, cfg.RedisTimeout)
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	m := storage.Maintenance{Boards: storage.NewBoards(rdb, cfg.RedisPrefix, cfg.TopN), Ranks: storage.NewRanks(pool), Audit: storage.NewAuditLog(pool)}
 	actor := cliActor()

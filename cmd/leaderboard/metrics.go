@@ -11,7 +11,7 @@ import (
 
 // registerStoreMetrics exports the PostgreSQL and Redis connection pools, and the
 // number of dead letters waiting, at scrape time.
-func registerStoreMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, rdb *redis.Client) {
+func registerStoreMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, rdb redis.UniversalClient) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}

@@ -67,7 +67,7 @@ func TestMetricsMove(t *testing.T) {
 		{`leaderboard_projector_step_seconds_count{step="postgres"}`, 1},
 		{`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="apply-score",success="true"}`, 5},
 		{`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="apply-score",success="false"}`, 1}, // the poison message, tried once
-		{`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="events_forwarder",success="true"}`, 5},
+		{`leaderboard_relay_messages_total`, 5},
 		{`leaderboard_watermill_handler_execution_time_seconds_count{handler_name="notify-top-changed",success="true"}`, 1},
 	}
 	var after map[string]float64

@@ -25,7 +25,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
 	d.reg.MustRegister(batchSize, commitTime)
 	outbox := storage.NewOutbox(d.db, d.schema, storage.OutboxConfig{
-		Shards: d.cfg.OutboxShards, DestinationTopic: d.topics.Scores, MaxBatch: d.cfg.OutboxBatch,
+		Shards: d.cfg.OutboxShards, MaxBatch: d.cfg.OutboxBatch,
 		Observe: func(n int, took time.Duration) { batchSize.Observe(float64(n)); commitTime.Observe(took.Seconds()) },
 	}, d.logger)
 	ranks := storage.NewRanks(d.pool)
@@ -49,7 +49,12 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	anomalyStore := storage.NewAnomalies(d.pool)
 	anomalies := lbhttp.NewAnomalyRecorder(anomalyStore, 10_000, d.reg, d.logger)
 	g.Go(func() error { return anomalies.Run(ctx) })
-	guard := lbhttp.NewGuard(d.cfg, storage.NewLimiter(d.rdb, d.cfg.RedisPrefix), bans, anomalies, d.reg, d.now, d.logger)
+	maint := storage.NewOutboxMaintenance(d.pool, d.schema)
+	backlog := lbhttp.NewBacklog(func(ctx context.Context, upTo int64) (int64, error) {
+		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
+	}, int64(d.cfg.MaxBacklog), 500*time.Millisecond, d.reg, d.logger)
+	g.Go(func() error { return backlog.Run(ctx) })
+	guard := lbhttp.NewGuard(d.cfg, backlog, storage.NewLimiter(d.rdb, d.cfg.RedisPrefix), bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
 	handler := lbhttp.NewServer(lbhttp.Deps{
 		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),

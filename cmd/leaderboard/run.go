@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/router"
 )
 
 // run is the whole program; main only wires signals and the environment into it.
@@ -27,6 +31,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return nil
+	case "broker": // needs no configuration
+		return broker(ctx, args[1:], stdout)
 	}
 	cfg, err := configs.Load(getenv)
 	if err != nil {
@@ -68,5 +74,30 @@ func healthcheck(ctx context.Context, cfg configs.Config) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("readyz answered %s", resp.Status)
 	}
+	return nil
+}
+
+// broker runs the embedded Kafka-protocol broker (kfake) alone until ctx ends: an external
+// broker for development and for tests that stop and restart it.
+func broker(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	addr := fs.String("addr", "127.0.0.1:9092", "listen address")
+	dataDir := fs.String("data-dir", ".data/kafka-broker", "where topics, offsets and messages persist")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	_, portStr, err := net.SplitHostPort(*addr)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil {
+		return fmt.Errorf("broker: -addr %q: want host:port", *addr)
+	}
+	b, err := router.StartEmbeddedKafka(*dataDir, port)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "kafka-protocol broker on %v (data in %s)\n", b.Addrs(), *dataDir)
+	<-ctx.Done()
+	b.Close()
 	return nil
 }

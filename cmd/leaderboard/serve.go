@@ -32,7 +32,7 @@ type deps struct {
 	logger  *slog.Logger
 	pool    *pgxpool.Pool
 	db      *sql.DB // database/sql over pool, for watermill-sql
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	boards  *storage.Boards
 	schema  storage.OutboxSchema
 	brokers []string
@@ -119,14 +119,10 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
 	closers = append(closers, func() { _ = d.db.Close() })
 
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	d.rdb, err = storage.OpenRedis(cfg.RedisURL, cfg.RedisClusterAddrs, cfg.RedisPoolSize, cfg.RedisTimeout)
 	if err != nil {
-		return d, closeAll, fmt.Errorf("redis url: %w", err)
+		return d, closeAll, err
 	}
-	ropts.PoolSize = cfg.RedisPoolSize
-	ropts.MaxRetries = 1
-	ropts.DialTimeout, ropts.ReadTimeout, ropts.WriteTimeout = cfg.RedisTimeout, cfg.RedisTimeout, cfg.RedisTimeout
-	d.rdb = redis.NewClient(ropts)
 	closers = append(closers, func() { _ = d.rdb.Close() })
 	d.boards = storage.NewBoards(d.rdb, cfg.RedisPrefix, cfg.TopN)
 

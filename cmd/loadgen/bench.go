@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,21 +18,31 @@ const machineCaveat = "2 cores, shared; service, PostgreSQL, Redis, broker and l
 
 // bench holds the connections and state shared by the phases.
 type bench struct {
-	cfg    config
-	out    io.Writer
-	api    *api
-	rdb    *redis.Client
-	pg     *pgx.Conn
-	users  *users
-	ledger *ledger
-	vis    *visibility
+	cfg     config
+	out     io.Writer
+	api     *api
+	rdb     *redis.Client
+	pg      *pgx.Conn
+	users   *users
+	matches *matches
+	ledger  *ledger
+	vis     *visibility
+	procs   *procGroups
+	// periods are the periods the service named current for daily and season while the
+	// mixed phase ran (board -> set).
+	periods map[string]map[string]bool
 
 	stopPoller context.CancelFunc
 	pollerDone sync.WaitGroup
 
-	writes []*writePhase
-	reads  []*readPhase
-	check  *checkReport
+	writes   []*writePhase
+	limiter  *limiterPhase // its runs are in writes too
+	idle     *cpuUsage
+	ceiling  *readPhase // GET /healthz: the bare HTTP ceiling
+	reads    []*readPhase
+	big      *bigReport
+	matchMem *matchMemory
+	check    *checkReport
 }
 
 func newBench(ctx context.Context, cfg config, out io.Writer) (*bench, error) {
@@ -49,14 +60,19 @@ func newBench(ctx context.Context, cfg config, out io.Writer) (*bench, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	b := &bench{cfg: cfg, out: out, api: a, rdb: rdb, users: newUsers(cfg.Users, cfg.UserPrefix), ledger: &ledger{}}
-	if cfg.Check {
-		if b.pg, err = pgx.Connect(ctx, cfg.Postgres); err != nil {
+	b := &bench{cfg: cfg, out: out, api: a, rdb: rdb, users: newUsers(cfg.Users, cfg.UserPrefix), ledger: &ledger{},
+		matches: newMatches(cfg.Users, cfg.MatchSize), periods: map[string]map[string]bool{}}
+	// PostgreSQL: for the check, the pipeline's applied rows and the big board's seed.
+	if b.pg, err = pgx.Connect(ctx, cfg.Postgres); err != nil {
+		if cfg.Check || cfg.runs(phaseBigReads) {
 			b.close()
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
+		fmt.Fprintf(out, "WARNING: postgres: %v; applied rows and CPU per applied row are not measured\n", err)
+		b.pg = nil
 	}
-	b.vis = newVisibility(rdb, cfg.Prefix, b.users.names, cfg.PollInterval, cfg.PollChunk)
+	b.vis = newVisibility(rdb, cfg.Prefix, b.users.names, b.matches, cfg.PollInterval, cfg.PollChunk)
+	b.procs = newProcGroups(ctx, cfg.ServicePID, b.pg, cfg.Postgres, rdb)
 	return b, nil
 }
 
@@ -82,7 +98,22 @@ func (b *bench) run(ctx context.Context) error {
 	go func() { defer b.pollerDone.Done(); b.vis.run(pctx) }()
 
 	fmt.Fprintf(b.out, "loadgen: target %s, %d users, redis prefix %s\n", b.cfg.Target, b.cfg.Users, b.cfg.Prefix)
-	fmt.Fprintf(b.out, "loadgen: %s\n\n", machineCaveat)
+	fmt.Fprintf(b.out, "loadgen: %s\n", machineCaveat)
+	fmt.Fprintf(b.out, "loadgen: CPU by process: service pid %d, postmaster pid %d (database %s), redis pid %d, clock ticks %.0f/s\n",
+		b.procs.servicePID, b.procs.postmasterPID, b.procs.dbName, b.procs.redisPID, b.procs.hz)
+	for _, n := range b.procs.notes {
+		fmt.Fprintf(b.out, "loadgen: NOTE: %s\n", n)
+	}
+	fmt.Fprintln(b.out)
+	writes := b.cfg.runs(phaseRate) || b.cfg.runs(phaseSaturation) || b.cfg.runs(phaseLimiter) || b.cfg.runs(phaseMixed)
+	if writes && b.cfg.IdleDuration > 0 && ctx.Err() == nil {
+		fmt.Fprintf(b.out, "idle: %s with no load\n", b.cfg.IdleDuration)
+		a := b.procs.sample()
+		sleepCtx(ctx, b.cfg.IdleDuration)
+		u := cpuBetween(a, b.procs.sample(), b.procs.hz)
+		b.idle = &u
+		fmt.Fprintf(b.out, "  cores used: %s\n\n", fmtCores(u))
+	}
 	if b.cfg.runs(phaseRate) && ctx.Err() == nil {
 		fmt.Fprintf(b.out, "phase A: %.0f submissions/s offered for %s, open loop, at most %d in flight\n", b.cfg.Rate, b.cfg.Duration, b.cfg.MaxInflight)
 		b.writePhase(ctx, b.runFixedRate(ctx))
@@ -91,9 +122,43 @@ func (b *bench) run(ctx context.Context) error {
 		fmt.Fprintf(b.out, "phase B: %d closed-loop writers for %s\n", b.cfg.Concurrency, b.cfg.Duration)
 		b.writePhase(ctx, b.runSaturation(ctx))
 	}
+	if b.cfg.runs(phaseLimiter) && ctx.Err() == nil {
+		fmt.Fprintf(b.out, "limiter: best scores, %d closed-loop writers, %s per setting in %d rounds of off (server token) then on (player tokens)\n\n",
+			b.cfg.Concurrency, b.cfg.LimiterDuration, limiterRounds)
+		b.limiter = b.runLimiter(ctx)
+		b.printLimiter(b.limiter)
+		fmt.Fprintln(b.out)
+	}
+	if b.cfg.runs(phaseMixed) && ctx.Err() == nil {
+		fmt.Fprintf(b.out, "mixed: %.0f commands/s offered for %s, open loop, at most %d in flight; mix %s; %d matches of %d players\n",
+			b.cfg.MixedRate, b.cfg.Duration, b.cfg.MaxInflight, b.cfg.MixS, len(b.matches.ids), b.cfg.MatchSize)
+		b.fetchPeriods(ctx)
+		ph := b.runMixed(ctx)
+		b.fetchPeriods(ctx)
+		b.writePhase(ctx, ph)
+		if b.cfg.Mix[kindMatch] > 0 {
+			b.matchMem = b.measureMatchMemory(ctx)
+		}
+	}
+	if (b.cfg.runs(phaseReads) || b.cfg.runs(phaseBigReads)) && ctx.Err() == nil {
+		fmt.Fprintf(b.out, "bare HTTP ceiling: %d closed-loop readers of GET /healthz for %s\n", b.cfg.Concurrency, b.cfg.ReadDuration)
+		b.ceiling = b.runReads(ctx, "/healthz", func(*readPhase) reader {
+			return statelessReader(func() string { return "/healthz" })
+		})
+		b.printRead(b.ceiling)
+		fmt.Fprintln(b.out)
+	}
 	if b.cfg.runs(phaseReads) && ctx.Err() == nil {
 		fmt.Fprintf(b.out, "reads: %d closed-loop readers, %s per kind\n", b.cfg.Concurrency, b.cfg.ReadDuration)
-		b.reads = b.readPhases(ctx)
+		b.reads = append(b.reads, b.readPhases(ctx)...)
+		fmt.Fprintln(b.out)
+	}
+	if b.cfg.runs(phaseBigReads) && ctx.Err() == nil {
+		fmt.Fprintf(b.out, "bigreads: %d entries on board %s, %d closed-loop readers, %s per kind\n", b.cfg.BigEntries, b.cfg.BigBoard, b.cfg.Concurrency, b.cfg.ReadDuration)
+		var reads []*readPhase
+		b.big, reads = b.bigReads(ctx)
+		b.reads = append(b.reads, reads...)
+		fmt.Fprintln(b.out)
 	}
 	stop()
 	b.pollerDone.Wait()
@@ -122,38 +187,83 @@ func (b *bench) run(ctx context.Context) error {
 func (b *bench) writePhase(ctx context.Context, ph *writePhase) {
 	b.writes = append(b.writes, ph)
 	b.printWrite(ph)
-	fmt.Fprintf(b.out, "  waiting up to %s for %d accepted scores to show in Redis...\n", b.cfg.VisTimeout, ph.visPending.Load())
+	fmt.Fprintf(b.out, "  waiting up to %s for %d accepted values to show in Redis...\n", b.cfg.VisTimeout, ph.visPending.Load())
 	ph.notVisible = b.vis.waitPhase(ctx, ph, b.cfg.VisTimeout)
 	b.printVisibility(ph)
 	b.settle(ctx, ph)
+	b.printPipeline(ph)
 	fmt.Fprintln(b.out)
 }
 
-// settle waits until the pipeline has applied every score accepted so far, so the next
-// phase does not start on this one's backlog, and records how long that took after the
-// phase's last answer.
+// settle waits until the pipeline has applied every command accepted so far, so the next
+// phase does not start on this one's backlog, records how long that took after the
+// phase's last answer, and marks the end of the phase's CPU window.
 func (b *bench) settle(ctx context.Context, ph *writePhase) {
 	if b.pg == nil || ctx.Err() != nil {
 		return
 	}
-	var want, maybe int64
-	for _, e := range b.ledger.all() {
-		switch e.outcome {
-		case accepted:
-			want++
-		case ambiguous:
-			maybe++
-		}
-	}
+	want, maybe := b.ledger.pipelineRows()
 	rows, _, drained, err := b.waitPipeline(ctx, want, maybe, b.cfg.DrainTimeout)
 	switch {
 	case err != nil:
 		fmt.Fprintf(b.out, "  settle: %v\n", err)
 	case !drained:
-		fmt.Fprintf(b.out, "  settle: pipeline did not drain within %s (score_history %d rows, %d accepted); next phase starts on a backlog\n", b.cfg.DrainTimeout, rows, want)
+		fmt.Fprintf(b.out, "  settle: pipeline did not drain within %s (score_history %d rows, %d wanted); next phase starts on a backlog\n", b.cfg.DrainTimeout, rows, want)
 	default:
 		ph.drainedAfter = time.Since(ph.end)
+		ph.m2 = b.mark(ctx)
 		fmt.Fprintf(b.out, "  pipeline drained (score_history %d rows) %.1fs after the phase's last answer\n", rows, ph.drainedAfter.Seconds())
+	}
+}
+
+// mark is a moment of a phase: the CPU time of every process group and, when PostgreSQL
+// is at hand, the rows of score_history.
+type mark struct {
+	at  time.Time
+	cpu cpuSample
+	// rows is score_history's row count; extraRows those on daily and season, which only
+	// match points write (a match point's second and third rows), so rows - extraRows
+	// counts commands.
+	rows, extraRows int64
+	rowsOK          bool
+}
+
+func (b *bench) mark(ctx context.Context) mark {
+	m := mark{cpu: b.procs.sample()}
+	if b.pg != nil {
+		err := b.pg.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE board_id IN ($1, $2)) FROM score_history`, dailyBoard, seasonBoard).Scan(&m.rows, &m.extraRows)
+		m.rowsOK = err == nil
+	}
+	m.at = time.Now()
+	return m
+}
+
+// fetchPeriods records the current periods of daily and season (GET /v1/boards), the
+// periods match points count for.
+func (b *bench) fetchPeriods(ctx context.Context) {
+	ans, err := b.api.do(ctx, http.MethodGet, "/v1/boards", nil)
+	if err != nil || ans.status != http.StatusOK {
+		key, sample := errorKey(ans, err)
+		fmt.Fprintf(b.out, "  GET /v1/boards: %s %s\n", key, sample)
+		return
+	}
+	var list struct {
+		Boards []struct {
+			ID            string `json:"id"`
+			CurrentPeriod string `json:"current_period"`
+		} `json:"boards"`
+	}
+	if err := json.Unmarshal(ans.body, &list); err != nil {
+		fmt.Fprintf(b.out, "  GET /v1/boards: %v\n", err)
+		return
+	}
+	for _, bd := range list.Boards {
+		if bd.ID == dailyBoard || bd.ID == seasonBoard {
+			if b.periods[bd.ID] == nil {
+				b.periods[bd.ID] = map[string]bool{}
+			}
+			b.periods[bd.ID][bd.CurrentPeriod] = true
+		}
 	}
 }
 

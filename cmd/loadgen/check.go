@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // checkReport is the result of the exactly-once check.
@@ -16,26 +20,47 @@ type checkReport struct {
 	Accepted    int64   `json:"accepted_202"`
 	Ambiguous   int64   `json:"ambiguous_sent"` // 5xx or no answer: allowed at most once
 	HistoryRows int64   `json:"score_history_rows"`
+	// WantRows is how many score_history rows the 202s must leave (3 per match point).
+	WantRows int64 `json:"score_history_rows_wanted"`
+	// AcceptedByKind counts the 202s by kind (best, incr, match).
+	AcceptedByKind map[string]int64 `json:"accepted_by_kind"`
 
-	Missing          int64 `json:"missing"`           // a 202 event id absent from score_history
-	Duplicated       int64 `json:"duplicated"`        // an event id with more than one row
+	Missing          int64 `json:"missing"`           // a 202 event without every row it must leave
+	Duplicated       int64 `json:"duplicated"`        // an event with a board's row more than once
 	Extra            int64 `json:"extra"`             // a row whose event id was not accepted (nor ambiguous)
 	WrongRows        int64 `json:"wrong_rows"`        // a row whose board, period, user or value differ from what was sent
+	Partial          int64 `json:"ambiguous_partial"` // an ambiguous match point applied to some of its boards only
 	AmbiguousApplied int64 `json:"ambiguous_applied"` // ambiguous sends found once in score_history (not a failure)
 	RequestsMissing  int64 `json:"score_requests_missing"`
 
-	Users          int64    `json:"users"`
-	PGWrong        int64    `json:"board_entries_wrong"`
-	PGMissing      int64    `json:"board_entries_missing"`
-	PGExtra        int64    `json:"board_entries_extra"`
-	RedisWrong     int64    `json:"redis_hash_wrong"`
-	RedisMissing   int64    `json:"redis_hash_missing"`
-	RedisExtra     int64    `json:"redis_hash_extra"`
-	RedisZSetWrong int64    `json:"redis_zset_wrong"`
-	RedisZCard     int64    `json:"redis_zcard"`
-	DeadLetters    int64    `json:"dead_letters"`
-	Examples       []string `json:"examples,omitempty"`
-	Error          string   `json:"error,omitempty"`
+	Users          int64 `json:"users"` // entries expected on global
+	Entries        int64 `json:"entries"`
+	PGWrong        int64 `json:"board_entries_wrong"`
+	PGMissing      int64 `json:"board_entries_missing"`
+	PGExtra        int64 `json:"board_entries_extra"`
+	RedisWrong     int64 `json:"redis_hash_wrong"`
+	RedisMissing   int64 `json:"redis_hash_missing"`
+	RedisExtra     int64 `json:"redis_hash_extra"`
+	RedisZSetWrong int64 `json:"redis_zset_wrong"`
+	RedisZCard     int64 `json:"redis_zcard"` // of global
+	// Boards breaks the entry checks down by board (every match:{id} board counts as match).
+	Boards      map[string]*boardCheck `json:"boards"`
+	DeadLetters int64                  `json:"dead_letters"`
+	Examples    []string               `json:"examples,omitempty"`
+	Error       string                 `json:"error,omitempty"`
+}
+
+// boardCheck is the entry check of one board (or of every match board together).
+type boardCheck struct {
+	Periods        int   `json:"periods"` // board periods checked (match: one per match)
+	Entries        int64 `json:"entries"` // expected entries
+	PGWrong        int64 `json:"board_entries_wrong"`
+	PGMissing      int64 `json:"board_entries_missing"`
+	PGExtra        int64 `json:"board_entries_extra"`
+	RedisWrong     int64 `json:"redis_hash_wrong"`
+	RedisMissing   int64 `json:"redis_hash_missing"`
+	RedisExtra     int64 `json:"redis_hash_extra"`
+	RedisZSetWrong int64 `json:"redis_zset_wrong"`
 }
 
 func (r *checkReport) example(format string, args ...any) {
@@ -45,14 +70,34 @@ func (r *checkReport) example(format string, args ...any) {
 }
 
 func (r *checkReport) failures() int64 {
-	return r.Missing + r.Duplicated + r.Extra + r.WrongRows + r.RequestsMissing +
+	return r.Missing + r.Duplicated + r.Extra + r.WrongRows + r.Partial + r.RequestsMissing +
 		r.PGWrong + r.PGMissing + r.PGExtra + r.RedisWrong + r.RedisMissing + r.RedisExtra + r.RedisZSetWrong
+}
+
+// boardClass is the name a board's figures are reported under: its id, or "match" for
+// every match:{id} board.
+func boardClass(board string) string {
+	if strings.HasPrefix(board, "match:") {
+		return "match"
+	}
+	return board
+}
+
+func (r *checkReport) board(board string) *boardCheck {
+	c := boardClass(board)
+	if r.Boards == nil {
+		r.Boards = map[string]*boardCheck{}
+	}
+	if r.Boards[c] == nil {
+		r.Boards[c] = &boardCheck{}
+	}
+	return r.Boards[c]
 }
 
 // runCheck waits for the pipeline to drain, then compares what PostgreSQL and Redis hold
 // with what the service accepted.
 func (b *bench) runCheck(ctx context.Context) *checkReport {
-	r := &checkReport{}
+	r := &checkReport{AcceptedByKind: map[string]int64{}}
 	events := b.ledger.all()
 	byID := make(map[string]*event, len(events))
 	for i := range events {
@@ -60,21 +105,23 @@ func (b *bench) runCheck(ctx context.Context) *checkReport {
 		switch e.outcome {
 		case accepted:
 			r.Accepted++
+			r.AcceptedByKind[e.kind.String()]++
 			byID[e.id] = e
 		case ambiguous:
 			r.Ambiguous++
 			byID[e.id] = e
 		}
 	}
-	fmt.Fprintf(b.out, "exactly-once check: waiting up to %s for score_history to hold the %d accepted scores...\n", b.cfg.DrainTimeout, r.Accepted)
-	if err := b.waitDrained(ctx, r); err != nil {
+	want, maybe := b.ledger.pipelineRows()
+	r.WantRows = want
+	fmt.Fprintf(b.out, "exactly-once check: waiting up to %s for score_history to hold the %d rows of the %d accepted commands...\n", b.cfg.DrainTimeout, want, r.Accepted)
+	if err := b.waitDrained(ctx, r, want, maybe); err != nil {
 		return r.fail(err)
 	}
 	expected, err := b.checkHistory(ctx, r, byID)
 	if err != nil {
 		return r.fail(err)
 	}
-	r.Users = int64(len(expected))
 	if err := b.checkRequests(ctx, r, byID); err != nil {
 		return r.fail(err)
 	}
@@ -98,11 +145,11 @@ func (r *checkReport) fail(err error) *checkReport {
 }
 
 // waitDrained waits for the pipeline to apply every 202 before the check reads the tables.
-func (b *bench) waitDrained(ctx context.Context, r *checkReport) error {
-	rows, waited, drained, err := b.waitPipeline(ctx, r.Accepted, r.Ambiguous, b.cfg.DrainTimeout)
+func (b *bench) waitDrained(ctx context.Context, r *checkReport, want, maybe int64) error {
+	rows, waited, drained, err := b.waitPipeline(ctx, want, maybe, b.cfg.DrainTimeout)
 	r.HistoryRows, r.DrainWaitS, r.Drained = rows, seconds(waited), drained
 	if err == nil && !drained {
-		fmt.Fprintf(b.out, "  pipeline did not drain within %s: score_history has %d rows, %d accepted\n", b.cfg.DrainTimeout, rows, r.Accepted)
+		fmt.Fprintf(b.out, "  pipeline did not drain within %s: score_history has %d rows, %d wanted\n", b.cfg.DrainTimeout, rows, want)
 	}
 	return err
 }
@@ -135,58 +182,210 @@ func (b *bench) waitPipeline(ctx context.Context, want, maybe int64, timeout tim
 	}
 }
 
-// checkHistory compares score_history with the sends, and returns the score each user
-// must hold: the highest of its 202s and of its ambiguous sends that were applied.
-func (b *bench) checkHistory(ctx context.Context, r *checkReport, byID map[string]*event) (map[int32]int64, error) {
+// entryKey names one expected board entry.
+type entryKey struct {
+	board, period string
+	user          int32
+}
+
+// Row slots of an event: a best score or an increment leaves one row (slot 0); a match
+// point leaves one on its match board (slot 0), on daily (slot 1) and on season (slot 2).
+const (
+	slotMain uint8 = iota
+	slotDaily
+	slotSeason
+)
+
+// The boards every match point also feeds, as shipped (match_points: true).
+const (
+	dailyBoard  = "daily"
+	seasonBoard = "season"
+)
+
+// historyCheck compares score_history rows with the sends, row by row, and derives the
+// value every board entry must hold. It is pure bookkeeping: rows are fed by checkHistory.
+type historyCheck struct {
+	r       *checkReport
+	names   []string
+	matches *matches
+	byID    map[string]*event
+	// periods are the periods a match point may count for on daily and season (those the
+	// service named current during the run); empty: any.
+	periods map[string]map[string]bool
+	// fallback is the period an expected daily or season entry is filed under when the
+	// event's row is missing (the check fails then anyway).
+	fallback map[string]string
+
+	seen   map[string]uint8      // event id -> slots with a row
+	rowPer map[string]*[3]string // event id -> period of each slot's row
+}
+
+func newHistoryCheck(r *checkReport, names []string, m *matches, byID map[string]*event, periods map[string]map[string]bool) *historyCheck {
+	h := &historyCheck{r: r, names: names, matches: m, byID: byID, periods: periods, fallback: map[string]string{},
+		seen: make(map[string]uint8, len(byID)), rowPer: map[string]*[3]string{}}
+	for board, set := range periods {
+		for p := range set {
+			if h.fallback[board] == "" || p > h.fallback[board] {
+				h.fallback[board] = p
+			}
+		}
+	}
+	return h
+}
+
+// fullMask is the slots an applied event of kind k has rows in.
+func fullMask(k kind) uint8 {
+	if k == kindMatch {
+		return 1<<slotMain | 1<<slotDaily | 1<<slotSeason
+	}
+	return 1 << slotMain
+}
+
+// slot says which of the event's rows (board, period) is, or false when the event cannot
+// leave such a row.
+func (h *historyCheck) slot(e *event, board, period string) (uint8, bool) {
+	allowed := func(b string) bool { return len(h.periods[b]) == 0 || h.periods[b][period] }
+	switch e.kind {
+	case kindBest:
+		return slotMain, board == globalBoard && period == allTime
+	case kindIncr:
+		return slotMain, board == pointsBoard && period == allTime
+	}
+	switch board {
+	case matchBoard(h.matches.ids[h.matches.of(e.user)]):
+		return slotMain, period == allTime
+	case dailyBoard:
+		return slotDaily, allowed(dailyBoard)
+	case seasonBoard:
+		return slotSeason, allowed(seasonBoard)
+	}
+	return 0, false
+}
+
+// row takes one score_history row.
+func (h *historyCheck) row(id, board, period, user string, value int64) {
+	r := h.r
+	r.HistoryRows++
+	e, ok := h.byID[id]
+	if !ok {
+		r.Extra++
+		r.example("extra: score_history has event %s (%s/%s user %s, value %d) that was never accepted", id, board, period, user, value)
+		return
+	}
+	s, ok := h.slot(e, board, period)
+	if !ok || user != h.names[e.user] || value != e.score {
+		r.WrongRows++
+		r.example("wrong row: %s event %s is %s/%s user %s value %d, sent user %s value %d", e.kind, id, board, period, user, value, h.names[e.user], e.score)
+		return
+	}
+	if h.seen[id]&(1<<s) != 0 {
+		r.Duplicated++
+		r.example("duplicated: %s event %s has a second row on %s (period %s)", e.kind, id, board, period)
+		return
+	}
+	h.seen[id] |= 1 << s
+	if e.kind == kindMatch {
+		if h.rowPer[id] == nil {
+			h.rowPer[id] = &[3]string{}
+		}
+		h.rowPer[id][s] = period
+	}
+}
+
+// finish checks every sent event has the rows it must (202: all; ambiguous: none or all)
+// and returns the value every entry must hold: a user's best score on global, the sum of
+// its applied increments on points, of its applied points on its match's board, on daily
+// and on season.
+func (h *historyCheck) finish() map[entryKey]int64 {
+	r := h.r
+	expected := map[entryKey]int64{}
+	ids := make([]string, 0, len(h.byID))
+	for id := range h.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // deterministic examples
+	for _, id := range ids {
+		e := h.byID[id]
+		mask, full := h.seen[id], fullMask(e.kind)
+		switch {
+		case e.outcome == accepted && mask != full:
+			r.Missing++
+			r.example("missing: accepted %s event %s (user %s, value %d) has rows in slots %03b of %03b", e.kind, id, h.names[e.user], e.score, mask, full)
+		case e.outcome == ambiguous && mask == full:
+			r.AmbiguousApplied++
+		case e.outcome == ambiguous && mask != 0:
+			r.Partial++
+			r.example("partial: ambiguous %s event %s (user %s) has rows in slots %03b of %03b", e.kind, id, h.names[e.user], mask, full)
+		}
+		if e.outcome == ambiguous && mask == 0 {
+			continue // not applied
+		}
+		// A 202 counts whether or not its rows are there (missing ones fail above); an
+		// ambiguous send counts for the rows it left.
+		for s := range uint8(3) {
+			if full&(1<<s) == 0 || (e.outcome == ambiguous && mask&(1<<s) == 0) {
+				continue
+			}
+			k := h.entryOf(e, s)
+			if e.kind == kindBest {
+				expected[k] = max(expected[k], e.score)
+			} else {
+				expected[k] += e.score
+			}
+		}
+	}
+	return expected
+}
+
+// entryOf is the entry slot s of event e applies to.
+func (h *historyCheck) entryOf(e *event, s uint8) entryKey {
+	switch {
+	case e.kind == kindBest:
+		return entryKey{globalBoard, allTime, e.user}
+	case e.kind == kindIncr:
+		return entryKey{pointsBoard, allTime, e.user}
+	case s == slotMain:
+		return entryKey{matchBoard(h.matches.ids[h.matches.of(e.user)]), allTime, e.user}
+	}
+	board := dailyBoard
+	if s == slotSeason {
+		board = seasonBoard
+	}
+	period := h.fallback[board]
+	if p := h.rowPer[e.id]; p != nil && p[s] != "" {
+		period = p[s]
+	}
+	return entryKey{board, period, e.user}
+}
+
+// checkHistory compares score_history with the sends and returns the value every entry
+// must hold.
+func (b *bench) checkHistory(ctx context.Context, r *checkReport, byID map[string]*event) (map[entryKey]int64, error) {
 	rows, err := b.pg.Query(ctx, `SELECT event_id, board_id, period, user_id, value FROM score_history`)
 	if err != nil {
 		return nil, fmt.Errorf("read score_history: %w", err)
 	}
 	defer rows.Close()
-	seen := make(map[string]int, len(byID))
-	expected := map[int32]int64{}
-	var rowCount int64
+	h := newHistoryCheck(r, b.users.names, b.matches, byID, b.periods)
+	r.HistoryRows = 0
 	for rows.Next() {
 		var id, board, period, user string
 		var value int64
 		if err := rows.Scan(&id, &board, &period, &user, &value); err != nil {
 			return nil, fmt.Errorf("scan score_history: %w", err)
 		}
-		rowCount++
-		seen[id]++
-		e, ok := byID[id]
-		if !ok {
-			r.Extra++
-			r.example("extra: score_history has event %s (user %s, value %d) that was never accepted", id, user, value)
-			continue
-		}
-		if board != "global" || period != "all_time" || user != b.users.names[e.user] || value != e.score {
-			r.WrongRows++
-			r.example("wrong row: event %s is %s/%s user %s value %d, sent user %s score %d", id, board, period, user, value, b.users.names[e.user], e.score)
-		}
-		if seen[id] == 1 && e.outcome == ambiguous {
-			r.AmbiguousApplied++
-			expected[e.user] = max(expected[e.user], e.score)
-		}
+		h.row(id, board, period, user, value)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read score_history: %w", err)
 	}
-	r.HistoryRows = rowCount
-	for id, e := range byID {
-		n := seen[id]
-		if n > 1 {
-			r.Duplicated++
-			r.example("duplicated: event %s appears %d times in score_history", id, n)
+	expected := h.finish()
+	for k := range expected {
+		r.Entries++
+		r.board(k.board).Entries++
+		if k.board == globalBoard {
+			r.Users++
 		}
-		if e.outcome != accepted {
-			continue
-		}
-		if n == 0 {
-			r.Missing++
-			r.example("missing: accepted event %s (user %s, score %d) is not in score_history", id, b.users.names[e.user], e.score)
-		}
-		expected[e.user] = max(expected[e.user], e.score)
 	}
 	return expected, nil
 }
@@ -212,47 +411,53 @@ func (b *bench) checkRequests(ctx context.Context, r *checkReport, byID map[stri
 	for id, e := range byID {
 		if _, ok := have[id]; !ok && e.outcome == accepted {
 			r.RequestsMissing++
-			r.example("score_requests: accepted event %s has no row", id)
+			r.example("score_requests: accepted %s event %s has no row", e.kind, id)
 		}
 	}
 	return nil
 }
 
-// checkBoardEntries checks board_entries holds exactly the expected best of every user.
-func (b *bench) checkBoardEntries(ctx context.Context, r *checkReport, expected map[int32]int64) error {
-	rows, err := b.pg.Query(ctx, `SELECT user_id, score FROM board_entries WHERE board_id = 'global' AND period = 'all_time'`)
+// checkBoardEntries checks board_entries holds exactly the expected entries: every user's
+// best on global, sums on points, the match boards, daily and season, nothing else (the
+// bulk-seeded big board excepted).
+func (b *bench) checkBoardEntries(ctx context.Context, r *checkReport, expected map[entryKey]int64) error {
+	rows, err := b.pg.Query(ctx, `SELECT board_id, period, user_id, score FROM board_entries WHERE board_id <> $1`, b.cfg.BigBoard)
 	if err != nil {
 		return fmt.Errorf("read board_entries: %w", err)
 	}
 	defer rows.Close()
 	index := b.userIndex()
-	found := map[int32]bool{}
+	found := map[entryKey]bool{}
 	for rows.Next() {
-		var user string
+		var board, period, user string
 		var score int64
-		if err := rows.Scan(&user, &score); err != nil {
+		if err := rows.Scan(&board, &period, &user, &score); err != nil {
 			return fmt.Errorf("scan board_entries: %w", err)
 		}
 		id, ok := index[user]
-		want, wanted := expected[id]
+		k := entryKey{board, period, id}
+		want, wanted := expected[k]
 		if !ok || !wanted {
 			r.PGExtra++
-			r.example("board_entries: unexpected user %s with score %d", user, score)
+			r.board(board).PGExtra++
+			r.example("board_entries: unexpected entry %s/%s user %s with value %d", board, period, user, score)
 			continue
 		}
-		found[id] = true
+		found[k] = true
 		if score != want {
 			r.PGWrong++
-			r.example("board_entries: user %s has %d, want %d", user, score, want)
+			r.board(board).PGWrong++
+			r.example("board_entries: %s/%s user %s has %d, want %d", board, period, user, score, want)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read board_entries: %w", err)
 	}
-	for id := range expected {
-		if !found[id] {
+	for k, want := range expected {
+		if !found[k] {
 			r.PGMissing++
-			r.example("board_entries: user %s missing, want %d", b.users.names[id], expected[id])
+			r.board(k.board).PGMissing++
+			r.example("board_entries: %s/%s user %s missing, want %d", k.board, k.period, b.users.names[k.user], want)
 		}
 	}
 	return nil
@@ -266,76 +471,155 @@ func (b *bench) userIndex() map[string]int32 {
 	return index
 }
 
-// checkRedis checks the board hash holds exactly the expected best of every user and the
-// sorted set agrees with it. The projection may trail PostgreSQL briefly, so differences
-// are re-read for up to 15 s before they count.
-func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[int32]int64) error {
-	hashKey := b.cfg.Prefix + ":{global:all_time}:u"
-	zsetKey := b.cfg.Prefix + ":{global:all_time}:z"
+// boardPeriod names one board period.
+type boardPeriod struct{ board, period string }
+
+// redisDiff counts how one board period's Redis state differs from the expected entries.
+type redisDiff struct {
+	wrong, missing, extra, zwrong, zcard int64
+	examples                             []string
+}
+
+// compareHash compares a board period's hash (user -> "value|version|updated µs|member")
+// with the expected values and returns the sorted-set members and values the hash names.
+func compareHash(bp boardPeriod, hash map[string]string, want map[int32]int64, index map[string]int32, names []string, d *redisDiff) (members []string, values []int64) {
+	for user, val := range hash {
+		id, ok := index[user]
+		w, wanted := want[id]
+		if !ok || !wanted {
+			d.extra++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: unexpected hash field %s = %q", bp.board, bp.period, user, val))
+			continue
+		}
+		parts := strings.SplitN(val, "|", 4)
+		score, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil || score != w {
+			d.wrong++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s has %q, want %d", bp.board, bp.period, user, val, w))
+		}
+		if len(parts) == 4 {
+			members = append(members, parts[3])
+			values = append(values, score)
+		}
+	}
+	for id, w := range want {
+		if _, ok := hash[names[id]]; !ok {
+			d.missing++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s missing from the hash, want %d", bp.board, bp.period, names[id], w))
+		}
+	}
+	return members, values
+}
+
+// checkRedis checks every board period's hash holds exactly the expected values and its
+// sorted set agrees with it (all these boards order desc, so the sorted-set score is the
+// value). The projection may trail PostgreSQL briefly, so differences are re-read for up to
+// 15 s before they count.
+func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[entryKey]int64) error {
+	want := map[boardPeriod]map[int32]int64{{globalBoard, allTime}: {}}
+	for k, v := range expected {
+		bp := boardPeriod{k.board, k.period}
+		if want[bp] == nil {
+			want[bp] = map[int32]int64{}
+		}
+		want[bp][k.user] = v
+	}
+	order := make([]boardPeriod, 0, len(want))
+	for bp := range want {
+		order = append(order, bp)
+		r.board(bp.board).Periods++
+	}
+	slices.SortFunc(order, func(a, c boardPeriod) int {
+		return cmp.Or(cmp.Compare(a.board, c.board), cmp.Compare(a.period, c.period))
+	})
 	index := b.userIndex()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		hash, err := b.rdb.HGetAll(ctx, hashKey).Result()
+		diffs, err := b.redisDiffs(ctx, order, want, index)
 		if err != nil {
-			return fmt.Errorf("redis HGETALL %s: %w", hashKey, err)
+			return err
 		}
-		var wrong, missing, extra, zwrong int64
-		var examples []string
-		members := make([]string, 0, len(hash))
-		memberScores := make([]int64, 0, len(hash))
-		for user, val := range hash {
-			id, ok := index[user]
-			want, wanted := expected[id]
-			if !ok || !wanted {
-				extra++
-				examples = append(examples, fmt.Sprintf("redis: unexpected hash field %s = %q", user, val))
-				continue
-			}
-			parts := strings.SplitN(val, "|", 4)
-			score, err := strconv.ParseInt(parts[0], 10, 64)
-			if err != nil || score != want {
-				wrong++
-				examples = append(examples, fmt.Sprintf("redis: user %s has %q, want score %d", user, val, want))
-			}
-			if len(parts) == 4 {
-				members = append(members, parts[3])
-				memberScores = append(memberScores, score)
-			}
+		var bad int64
+		for _, d := range diffs {
+			bad += d.wrong + d.missing + d.extra + d.zwrong
 		}
-		for id, want := range expected {
-			if _, ok := hash[b.users.names[id]]; !ok {
-				missing++
-				examples = append(examples, fmt.Sprintf("redis: user %s missing from the hash, want %d", b.users.names[id], want))
-			}
-		}
-		for start := 0; start < len(members); start += 1000 {
-			end := min(start+1000, len(members))
-			scores, err := b.rdb.ZMScore(ctx, zsetKey, members[start:end]...).Result()
-			if err != nil {
-				return fmt.Errorf("redis ZMSCORE %s: %w", zsetKey, err)
-			}
-			for i, s := range scores {
-				if int64(s) != memberScores[start+i] {
-					zwrong++
-					examples = append(examples, fmt.Sprintf("redis: sorted set member %s has %v, hash says %d", members[start+i], s, memberScores[start+i]))
+		if bad == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			for i, bp := range order {
+				d, c := diffs[i], r.board(bp.board)
+				c.RedisWrong += d.wrong
+				c.RedisMissing += d.missing
+				c.RedisExtra += d.extra
+				c.RedisZSetWrong += d.zwrong
+				r.RedisWrong += d.wrong
+				r.RedisMissing += d.missing
+				r.RedisExtra += d.extra
+				r.RedisZSetWrong += d.zwrong
+				if bp == (boardPeriod{globalBoard, allTime}) {
+					r.RedisZCard = d.zcard
 				}
-			}
-		}
-		zcard, err := b.rdb.ZCard(ctx, zsetKey).Result()
-		if err != nil {
-			return fmt.Errorf("redis ZCARD %s: %w", zsetKey, err)
-		}
-		if zcard != int64(len(expected)) {
-			zwrong++
-			examples = append(examples, fmt.Sprintf("redis: sorted set has %d members, want %d", zcard, len(expected)))
-		}
-		if wrong+missing+extra+zwrong == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			r.RedisWrong, r.RedisMissing, r.RedisExtra, r.RedisZSetWrong, r.RedisZCard = wrong, missing, extra, zwrong, zcard
-			for _, e := range examples {
-				r.example("%s", e)
+				for _, e := range d.examples {
+					r.example("%s", e)
+				}
 			}
 			return nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// redisDiffs reads every board period's hash and sorted set (pipelined) and compares them
+// with the expected values.
+func (b *bench) redisDiffs(ctx context.Context, order []boardPeriod, want map[boardPeriod]map[int32]int64, index map[string]int32) ([]redisDiff, error) {
+	const perTrip = 200
+	diffs := make([]redisDiff, len(order))
+	for start := 0; start < len(order); start += perTrip {
+		part := order[start:min(start+perTrip, len(order))]
+		pipe := b.rdb.Pipeline()
+		hashes := make([]*redis.MapStringStringCmd, len(part))
+		cards := make([]*redis.IntCmd, len(part))
+		for i, bp := range part {
+			hashes[i] = pipe.HGetAll(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "u"))
+			cards[i] = pipe.ZCard(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "z"))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redis HGETALL/ZCARD: %w", err)
+		}
+		pipe = b.rdb.Pipeline()
+		type zcheck struct {
+			i       int
+			cmd     *redis.FloatSliceCmd
+			members []string
+			values  []int64
+		}
+		var zs []zcheck
+		for i, bp := range part {
+			d := &diffs[start+i]
+			members, values := compareHash(bp, hashes[i].Val(), want[bp], index, b.users.names, d)
+			d.zcard = cards[i].Val()
+			if d.zcard != int64(len(want[bp])) {
+				d.zwrong++
+				d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: sorted set has %d members, want %d", bp.board, bp.period, d.zcard, len(want[bp])))
+			}
+			for m := 0; m < len(members); m += 1000 {
+				end := min(m+1000, len(members))
+				zs = append(zs, zcheck{start + i, pipe.ZMScore(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "z"), members[m:end]...), members[m:end], values[m:end]})
+			}
+		}
+		if len(zs) == 0 {
+			continue
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redis ZMSCORE: %w", err)
+		}
+		for _, z := range zs {
+			d, bp := &diffs[z.i], order[z.i]
+			for j, s := range z.cmd.Val() {
+				if int64(s) != z.values[j] {
+					d.zwrong++
+					d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: sorted set member %s has %v, hash says %d", bp.board, bp.period, z.members[j], s, z.values[j]))
+				}
+			}
+		}
+	}
+	return diffs, nil
 }

@@ -9,32 +9,110 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// api is the HTTP side of the bench: one server-role token, one tuned client.
+// api is the HTTP side of the bench: one server-role token, one tuned client; an
+// admin-role token and a client without a timeout for slow admin calls (a rebuild).
 type api struct {
-	base   string
-	auth   string
-	client *http.Client
+	base      string
+	auth      string
+	adminAuth string
+	client    *http.Client
+	slow      *http.Client
 }
 
-func newAPI(cfg config) (*api, error) {
+// mintToken signs a token for the loadgen with the given roles, valid for 24 h.
+func mintToken(secret string, roles ...string) (string, error) {
 	claims := jwt.MapClaims{
 		"sub":   "loadgen",
 		"name":  "loadgen",
-		"roles": []string{"server"},
+		"roles": roles,
 		"iat":   time.Now().Unix(),
 		"exp":   time.Now().Add(24 * time.Hour).Unix(),
 	}
-	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.Secret))
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 	if err != nil {
-		return nil, fmt.Errorf("sign token: %w", err)
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return token, nil
+}
+
+// playerTokens mints player tokens (sub = the user, no roles, no name) lazily and keeps
+// one per user, minting a new one when less than refresh of its life is left; safe for
+// concurrent use.
+type playerTokens struct {
+	secret  []byte
+	ttl     time.Duration
+	refresh time.Duration
+	now     func() time.Time
+
+	mu     sync.Mutex
+	byUser map[string]playerToken
+	minted atomic.Int64
+}
+
+// playerToken is a cached "Bearer <jwt>" and its expiry.
+type playerToken struct {
+	auth string
+	exp  time.Time
+}
+
+// Player tokens live an hour (well under the service's LEADERBOARD_JWT_MAX_TTL) and are
+// replaced once less than 5 minutes of that is left.
+const (
+	playerTokenTTL     = time.Hour
+	playerTokenRefresh = 5 * time.Minute
+)
+
+func newPlayerTokens(secret string, now func() time.Time) *playerTokens {
+	if now == nil {
+		now = time.Now
+	}
+	return &playerTokens{secret: []byte(secret), ttl: playerTokenTTL, refresh: playerTokenRefresh, now: now, byUser: map[string]playerToken{}}
+}
+
+// auth is the Authorization header value of the user's player token.
+func (p *playerTokens) auth(user string) (string, error) {
+	now := p.now()
+	p.mu.Lock()
+	t, ok := p.byUser[user]
+	p.mu.Unlock()
+	if ok && t.exp.Sub(now) >= p.refresh {
+		return t.auth, nil
+	}
+	// Signed outside the lock; two goroutines minting for one user at once both get a
+	// valid token (the bench holds a user in one goroutine at a time anyway).
+	exp := now.Add(p.ttl)
+	claims := jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": exp.Unix()}
+	raw, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(p.secret)
+	if err != nil {
+		return "", fmt.Errorf("sign player token: %w", err)
+	}
+	t = playerToken{auth: "Bearer " + raw, exp: time.Unix(exp.Unix(), 0)}
+	p.minted.Add(1)
+	p.mu.Lock()
+	p.byUser[user] = t
+	p.mu.Unlock()
+	return t.auth, nil
+}
+
+func newAPI(cfg config) (*api, error) {
+	token, err := mintToken(cfg.Secret, "server")
+	if err != nil {
+		return nil, err
+	}
+	admin, err := mintToken(cfg.Secret, "admin")
+	if err != nil {
+		return nil, err
 	}
 	conns := cfg.MaxInflight + cfg.Concurrency + 16
 	tr := &http.Transport{
@@ -49,9 +127,11 @@ func newAPI(cfg config) (*api, error) {
 		ReadBufferSize:      8 << 10,
 	}
 	return &api{
-		base:   cfg.Target,
-		auth:   "Bearer " + token,
-		client: &http.Client{Transport: tr, Timeout: cfg.ReqTimeout},
+		base:      cfg.Target,
+		auth:      "Bearer " + token,
+		adminAuth: "Bearer " + admin,
+		client:    &http.Client{Transport: tr, Timeout: cfg.ReqTimeout},
+		slow:      &http.Client{Transport: tr},
 	}, nil
 }
 
@@ -65,7 +145,17 @@ type answer struct {
 	body   []byte
 }
 
+// do sends a request with the server token.
 func (a *api) do(ctx context.Context, method, path string, body []byte) (answer, error) {
+	return a.send(ctx, a.client, a.auth, method, path, body)
+}
+
+// admin sends a request with the admin token and no timeout but ctx's.
+func (a *api) admin(ctx context.Context, method, path string, body []byte) (answer, error) {
+	return a.send(ctx, a.slow, a.adminAuth, method, path, body)
+}
+
+func (a *api) send(ctx context.Context, client *http.Client, auth, method, path string, body []byte) (answer, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -74,11 +164,11 @@ func (a *api) do(ctx context.Context, method, path string, body []byte) (answer,
 	if err != nil {
 		return answer{}, err
 	}
-	req.Header.Set("Authorization", a.auth)
+	req.Header.Set("Authorization", auth)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := a.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return answer{}, err
 	}
@@ -106,6 +196,25 @@ func (a *api) do(ctx context.Context, method, path string, body []byte) (answer,
 func (a *api) submit(ctx context.Context, eventID, userID string, score int64) (answer, error) {
 	body := fmt.Appendf(nil, `{"score":%d,"event_id":%q,"user_id":%q}`, score, eventID, userID)
 	return a.do(ctx, http.MethodPost, "/v1/scores", body)
+}
+
+// increment posts one increment of the points board for a user with the server token.
+func (a *api) increment(ctx context.Context, eventID, userID string, delta int64, at time.Time) (answer, error) {
+	body := fmt.Appendf(nil, `{"user_id":%q,"delta":%d,"event_id":%q,"timestamp":%q}`, userID, delta, eventID, at.UTC().Format(time.RFC3339))
+	return a.do(ctx, http.MethodPost, "/v1/scores/increment", body)
+}
+
+// submitPlayer posts one score with a player's own token (auth is "Bearer <jwt>"): no
+// user_id in the body, the token's sub names the user.
+func (a *api) submitPlayer(ctx context.Context, auth, eventID string, score int64) (answer, error) {
+	body := fmt.Appendf(nil, `{"score":%d,"event_id":%q}`, score, eventID)
+	return a.send(ctx, a.client, auth, http.MethodPost, "/v1/scores", body)
+}
+
+// matchPoint posts one match point (match:{id}, daily and season) with the server token.
+func (a *api) matchPoint(ctx context.Context, matchID, eventID, userID string, point int64) (answer, error) {
+	body := fmt.Appendf(nil, `{"point":%d,"event_id":%q}`, point, eventID)
+	return a.do(ctx, http.MethodPost, "/v1/matches/"+url.PathEscape(matchID)+"/users/"+url.PathEscape(userID)+"/point", body)
 }
 
 // errorKey names an error outcome for the report: "503 dependency_unavailable" or

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,17 +35,37 @@ type config struct {
 	Check        bool          `json:"check"`
 	Out          string        `json:"out"`
 
+	MixedRate    float64       `json:"mixed_rate"`
+	Mix          mix           `json:"-"`
+	MatchSize    int           `json:"match_size"`
+	BigBoard     string        `json:"big_board"`
+	BigEntries   int           `json:"big_entries"`
+	IdleDuration time.Duration `json:"-"`
+	ServicePID   int           `json:"service_pid,omitempty"`
+	// LimiterDuration is each setting's total time in the limiter phase (off and on, each
+	// run limiterRounds times for LimiterDuration / limiterRounds).
+	LimiterDuration time.Duration `json:"-"`
+
 	// Durations as strings for the JSON summary.
 	DurationS     string `json:"duration"`
 	ReadDurationS string `json:"read_duration"`
 	VisTimeoutS   string `json:"visibility_timeout"`
+	IdleDurationS string `json:"idle_duration"`
+	LimiterDurS   string `json:"limiter_duration"`
+	MixS          string `json:"mix"`
 }
 
 const (
 	phaseRate       = "rate"
 	phaseSaturation = "saturation"
+	phaseLimiter    = "limiter"
+	phaseMixed      = "mixed"
 	phaseReads      = "reads"
+	phaseBigReads   = "bigreads"
 )
+
+// allPhases are the phases in the order they run.
+var allPhases = []string{phaseRate, phaseSaturation, phaseLimiter, phaseMixed, phaseReads, phaseBigReads}
 
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
 	var c config
@@ -56,7 +78,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Float64Var(&c.Rate, "rate", 10000, "phase A: offered submissions per second (open loop)")
 	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "length of each write phase")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 2000, "phase A: bound on in-flight requests; sends over it are dropped and counted")
-	fs.IntVar(&c.Concurrency, "concurrency", 128, "phase B and reads: closed-loop workers")
+	fs.IntVar(&c.Concurrency, "concurrency", 128, "phase B, limiter and reads: closed-loop workers")
 	fs.DurationVar(&c.ReadDuration, "read-duration", 15*time.Second, "length of each read sub-phase (top-10, then user rank)")
 	fs.DurationVar(&c.ReqTimeout, "request-timeout", 30*time.Second, "HTTP client timeout per request")
 	fs.DurationVar(&c.VisTimeout, "visibility-timeout", 30*time.Second, "after a write phase, how long accepted scores may take to show in Redis")
@@ -66,7 +88,15 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/leaderboard_bench?sslmode=disable", "PostgreSQL URL of the service's database")
 	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL of the service")
 	fs.StringVar(&c.Prefix, "prefix", getenv("LEADERBOARD_REDIS_PREFIX"), "the service's LEADERBOARD_REDIS_PREFIX (default $LEADERBOARD_REDIS_PREFIX)")
-	phases := fs.String("phases", "rate,saturation,reads", "comma-separated phases to run: rate, saturation, reads")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "comma-separated phases to run (they run in this order whatever the order given): "+strings.Join(allPhases, ", "))
+	fs.Float64Var(&c.MixedRate, "mixed-rate", 0, "mixed phase: offered commands per second, open loop (default: -rate)")
+	mixFlag := fs.String("mix", "best=1,incr=1,match=1", "mixed phase: weights of the kinds of command: best (POST /v1/scores), incr (POST /v1/scores/increment), match (POST /v1/matches/{id}/users/{user}/point); a kind left out weighs 0")
+	fs.IntVar(&c.MatchSize, "match-size", 10, "mixed phase: players per match (user i plays in match i / match-size)")
+	fs.StringVar(&c.BigBoard, "big-board", "big", "bigreads: the board to bulk-seed and read (operator best, order desc, period all_time, defined in the service's boards file); the exactly-once check ignores it")
+	fs.IntVar(&c.BigEntries, "big-entries", 1000000, "bigreads: entries to seed on -big-board")
+	fs.DurationVar(&c.IdleDuration, "idle-duration", 10*time.Second, "before the first write phase: how long to measure the processes' CPU with no load (0: skip)")
+	fs.DurationVar(&c.LimiterDuration, "limiter-duration", 20*time.Second, "limiter phase: closed-loop time per setting (limiter off: server token; on: a player token per user), run as off, on, off, on of half of it each")
+	fs.IntVar(&c.ServicePID, "service-pid", 0, "the service's process id, for its CPU time (0: not measured)")
 	fs.BoolVar(&c.Check, "check", true, "run the exactly-once check at the end")
 	fs.StringVar(&c.Out, "out", "", "write the JSON summary to this file")
 	if err := fs.Parse(args); err != nil {
@@ -76,16 +106,25 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	for _, p := range strings.Split(*phases, ",") {
-		switch p = strings.TrimSpace(p); p {
-		case phaseRate, phaseSaturation, phaseReads:
+		switch p = strings.TrimSpace(p); {
+		case slices.Contains(allPhases, p):
 			c.Phases = append(c.Phases, p)
-		case "":
+		case p == "":
 		default:
-			return c, fmt.Errorf("-phases: unknown phase %q", p)
+			return c, fmt.Errorf("-phases: unknown phase %q (want %s)", p, strings.Join(allPhases, ", "))
 		}
+	}
+	m, err := parseMix(*mixFlag)
+	if err != nil {
+		return c, fmt.Errorf("-mix: %w", err)
+	}
+	c.Mix, c.MixS = m, m.String()
+	if c.MixedRate == 0 {
+		c.MixedRate = c.Rate
 	}
 	c.Target = strings.TrimRight(c.Target, "/")
 	c.DurationS, c.ReadDurationS, c.VisTimeoutS = c.Duration.String(), c.ReadDuration.String(), c.VisTimeout.String()
+	c.IdleDurationS, c.LimiterDurS = c.IdleDuration.String(), c.LimiterDuration.String()
 	return c, c.validate()
 }
 
@@ -106,7 +145,93 @@ func (c config) validate() error {
 	if c.MaxInflight < 1 || c.Concurrency < 1 || c.PollChunk < 1 {
 		errs = append(errs, errors.New("-max-inflight, -concurrency and -poll-chunk must be positive"))
 	}
+	if c.MixedRate < 0 || c.IdleDuration < 0 || c.ServicePID < 0 {
+		errs = append(errs, errors.New("-mixed-rate, -idle-duration and -service-pid must not be negative"))
+	}
+	if c.LimiterDuration < time.Second {
+		errs = append(errs, errors.New("-limiter-duration: want at least 1s"))
+	}
+	if c.MatchSize < 1 {
+		errs = append(errs, errors.New("-match-size: want at least 1"))
+	}
+	if c.BigEntries < 1 || c.BigEntries > 99_999_999 {
+		errs = append(errs, errors.New("-big-entries: want 1 to 99999999"))
+	}
+	if c.BigBoard == "" || c.BigBoard == globalBoard || c.BigBoard == pointsBoard || c.BigBoard == dailyBoard || c.BigBoard == seasonBoard {
+		errs = append(errs, fmt.Errorf("-big-board: %q: want a board of its own", c.BigBoard))
+	}
 	return errors.Join(errs...)
 }
 
 func (c config) runs(phase string) bool { return slices.Contains(c.Phases, phase) }
+
+// mix is the weight of each kind of command in the mixed phase.
+type mix [numKinds]float64
+
+// parseMix reads "best=1,incr=1,match=1"; a kind left out weighs 0, and at least one must
+// weigh more.
+func parseMix(s string) (mix, error) {
+	var m mix
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		if !ok {
+			return m, fmt.Errorf("%q: want kind=weight", part)
+		}
+		i := slices.Index(kindNames[:], name)
+		if i < 0 {
+			return m, fmt.Errorf("%q: unknown kind (want best, incr or match)", name)
+		}
+		if seen[name] {
+			return m, fmt.Errorf("%q: given twice", name)
+		}
+		seen[name] = true
+		w, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+		if err != nil || w < 0 || math.IsInf(w, 0) || math.IsNaN(w) {
+			return m, fmt.Errorf("%q: want a weight of 0 or more", part)
+		}
+		m[i] = w
+	}
+	if m.total() <= 0 {
+		return m, errors.New("want at least one kind with a positive weight, e.g. best=1,incr=1,match=1")
+	}
+	return m, nil
+}
+
+func (m mix) total() float64 {
+	var t float64
+	for _, w := range m {
+		t += w
+	}
+	return t
+}
+
+// pick maps x in [0, 1) to a kind, each with a probability of its weight's share.
+func (m mix) pick(x float64) kind {
+	x *= m.total()
+	last := kindBest
+	for k, w := range m {
+		if w <= 0 {
+			continue
+		}
+		last = kind(k)
+		if x < w {
+			return kind(k)
+		}
+		x -= w
+	}
+	return last // rounding
+}
+
+func (m mix) String() string {
+	parts := make([]string, 0, numKinds)
+	for k, w := range m {
+		parts = append(parts, kindNames[k]+"="+strconv.FormatFloat(w, 'g', -1, 64))
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,26 +13,42 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pendingScore is an accepted score not yet seen in Redis.
-type pendingScore struct {
-	score      int64
-	acceptedAt time.Time
-	phase      *writePhase
+// redisKey is the Redis key of a board period's structure (storage/redis.go):
+// {prefix}:{board}:{period}:{suffix}, e.g. bench-1:{global}:all_time:u. The braces around
+// the board id are a Redis Cluster hash tag: every key of a board lives in one slot.
+func redisKey(prefix, board, period, suffix string) string {
+	return prefix + ":{" + board + "}:" + period + ":" + suffix
 }
 
+// redisVersionKey is a board's version counter, {prefix}:{board}:ver.
+func redisVersionKey(prefix, board string) string { return prefix + ":{" + board + "}:ver" }
+
+// pendingScore is an accepted value not yet seen in Redis.
+type pendingScore struct {
+	score      int64 // the value the entry must reach: the score, or the running sum
+	acceptedAt time.Time
+	phase      *writePhase
+	kind       kind
+}
+
+// visTarget is one hash field to watch: a user (field) of one board's hash (key index).
+type visTarget struct{ key, user int32 }
+
 // visibility measures accept -> visible in Redis: every pollInterval it reads the hash
-// field of each user with a pending score (one HMGET per chunk of fields, chunks pipelined)
-// and, once the stored score reaches the submitted one, records now - accept time in the
-// submission's phase.
+// field of each user with a pending value (one HMGET per board hash and chunk of fields,
+// pipelined) and, once the stored value reaches the awaited one, records now - accept time
+// in the submission's phase. Best scores are watched on global, increments on points (their
+// running sum), match points on the match's own board (the user's running sum).
 type visibility struct {
 	rdb      *redis.Client
-	key      string // {prefix}:{global:all_time}:u
+	keys     []string // hash keys: global, points, then match:{id} of every match
+	matches  *matches
 	names    []string
 	interval time.Duration
 	chunk    int
 
 	mu      sync.Mutex
-	pending map[int32][]pendingScore
+	pending map[visTarget][]pendingScore
 
 	polls     atomic.Int64
 	pollTime  atomic.Int64 // total ns spent in poll cycles
@@ -39,18 +57,43 @@ type visibility struct {
 	lastError atomic.Value // string
 }
 
-func newVisibility(rdb *redis.Client, prefix string, names []string, interval time.Duration, chunk int) *visibility {
+const (
+	globalBoard = "global"
+	pointsBoard = "points"
+	allTime     = "all_time"
+)
+
+func newVisibility(rdb *redis.Client, prefix string, names []string, m *matches, interval time.Duration, chunk int) *visibility {
+	keys := []string{redisKey(prefix, globalBoard, allTime, "u"), redisKey(prefix, pointsBoard, allTime, "u")}
+	for _, id := range m.ids {
+		keys = append(keys, redisKey(prefix, matchBoard(id), allTime, "u"))
+	}
 	return &visibility{
-		rdb: rdb, key: prefix + ":{global:all_time}:u", names: names, interval: interval, chunk: chunk,
-		pending: map[int32][]pendingScore{},
+		rdb: rdb, keys: keys, matches: m, names: names, interval: interval, chunk: chunk,
+		pending: map[visTarget][]pendingScore{},
 	}
 }
 
-// add registers an accepted score.
-func (v *visibility) add(user int32, score int64, at time.Time, ph *writePhase) {
+// matchBoard is the board id of a match: match:{match_id}.
+func matchBoard(matchID string) string { return "match:" + matchID }
+
+// target is the hash field where a value of kind k for user shows.
+func (v *visibility) target(k kind, user int32) visTarget {
+	switch k {
+	case kindIncr:
+		return visTarget{1, user}
+	case kindMatch:
+		return visTarget{2 + v.matches.of(user), user}
+	}
+	return visTarget{0, user}
+}
+
+// add registers an accepted value: the user's entry must reach score.
+func (v *visibility) add(k kind, user int32, score int64, at time.Time, ph *writePhase) {
 	ph.visPending.Add(1)
+	t := v.target(k, user)
 	v.mu.Lock()
-	v.pending[user] = append(v.pending[user], pendingScore{score: score, acceptedAt: at, phase: ph})
+	v.pending[t] = append(v.pending[t], pendingScore{score: score, acceptedAt: at, phase: ph, kind: k})
 	v.mu.Unlock()
 }
 
@@ -58,7 +101,7 @@ func (v *visibility) add(user int32, score int64, at time.Time, ph *writePhase) 
 func (v *visibility) run(ctx context.Context) {
 	t := time.NewTimer(v.interval)
 	defer t.Stop()
-	var ids []int32
+	var targets []visTarget
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,16 +109,17 @@ func (v *visibility) run(ctx context.Context) {
 		case <-t.C:
 		}
 		began := time.Now()
-		ids = ids[:0]
+		targets = targets[:0]
 		v.mu.Lock()
-		for id := range v.pending {
-			ids = append(ids, id)
+		for t := range v.pending {
+			targets = append(targets, t)
 		}
 		v.mu.Unlock()
-		for start := 0; start < len(ids); start += v.chunk * chunksPerTrip {
-			v.poll(ctx, ids[start:min(start+v.chunk*chunksPerTrip, len(ids))])
+		slices.SortFunc(targets, func(a, b visTarget) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.user, b.user)) })
+		for start := 0; start < len(targets); start += v.chunk * chunksPerTrip {
+			v.poll(ctx, targets[start:min(start+v.chunk*chunksPerTrip, len(targets))])
 		}
-		if len(ids) > 0 {
+		if len(targets) > 0 {
 			d := int64(time.Since(began))
 			v.polls.Add(1)
 			v.pollTime.Add(d)
@@ -87,20 +131,29 @@ func (v *visibility) run(ctx context.Context) {
 	}
 }
 
-// chunksPerTrip is how many HMGETs of v.chunk fields go in one pipelined round trip.
+// chunksPerTrip is how many chunks of v.chunk fields go in one pipelined round trip.
 const chunksPerTrip = 8
 
-// poll reads the users' hash fields, one HMGET per chunk of fields, the chunks pipelined.
-func (v *visibility) poll(ctx context.Context, ids []int32) {
+// poll reads the targets' hash fields (sorted by key), one HMGET per key and chunk of
+// fields, all pipelined.
+func (v *visibility) poll(ctx context.Context, targets []visTarget) {
 	pipe := v.rdb.Pipeline()
-	var cmds []*redis.SliceCmd
-	fields := make([]string, 0, len(ids))
-	for start := 0; start < len(ids); start += v.chunk {
-		end := min(start+v.chunk, len(ids))
-		for _, id := range ids[start:end] {
-			fields = append(fields, v.names[id])
+	type hmget struct {
+		cmd   *redis.SliceCmd
+		first int
+	}
+	var cmds []hmget
+	fields := make([]string, len(targets))
+	for i, t := range targets {
+		fields[i] = v.names[t.user]
+	}
+	for start := 0; start < len(targets); {
+		end := start + 1
+		for end < len(targets) && end-start < v.chunk && targets[end].key == targets[start].key {
+			end++
 		}
-		cmds = append(cmds, pipe.HMGet(ctx, v.key, fields[start:end]...))
+		cmds = append(cmds, hmget{pipe.HMGet(ctx, v.keys[targets[start].key], fields[start:end]...), start})
+		start = end
 	}
 	_, err := pipe.Exec(ctx)
 	now := time.Now()
@@ -113,8 +166,8 @@ func (v *visibility) poll(ctx context.Context, ids []int32) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for c, cmd := range cmds {
-		for i, val := range cmd.Val() {
+	for _, c := range cmds {
+		for i, val := range c.cmd.Val() {
 			str, ok := val.(string)
 			if !ok {
 				continue // field absent: nothing applied yet
@@ -123,26 +176,27 @@ func (v *visibility) poll(ctx context.Context, ids []int32) {
 			if !ok {
 				continue
 			}
-			v.resolve(ids[c*v.chunk+i], score, now)
+			v.resolve(targets[c.first+i], score, now)
 		}
 	}
 }
 
-// resolve records every pending score of the user that the stored score reaches; v.mu held.
-func (v *visibility) resolve(id int32, score int64, now time.Time) {
-	items := v.pending[id]
+// resolve records every pending value of the target that the stored value reaches; v.mu
+// held.
+func (v *visibility) resolve(t visTarget, score int64, now time.Time) {
+	items := v.pending[t]
 	keep := items[:0]
 	for _, p := range items {
 		if score >= p.score {
-			p.phase.visible(now, p.acceptedAt)
+			p.phase.visible(p.kind, now, p.acceptedAt)
 			continue
 		}
 		keep = append(keep, p)
 	}
 	if len(keep) == 0 {
-		delete(v.pending, id)
+		delete(v.pending, t)
 	} else {
-		v.pending[id] = keep
+		v.pending[t] = keep
 	}
 }
 
@@ -153,8 +207,8 @@ func parseStoredScore(val string) (int64, bool) {
 	return n, err == nil
 }
 
-// waitPhase waits until every accepted score of the phase is visible or timeout passes, then
-// gives up on the rest and returns how many never became visible.
+// waitPhase waits until every accepted value of the phase is visible or timeout passes,
+// then gives up on the rest and returns how many never became visible.
 func (v *visibility) waitPhase(ctx context.Context, ph *writePhase, timeout time.Duration) int64 {
 	deadline := time.Now().Add(timeout)
 	for ph.visPending.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -163,20 +217,21 @@ func (v *visibility) waitPhase(ctx context.Context, ph *writePhase, timeout time
 	var lost int64
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for id, items := range v.pending {
+	for t, items := range v.pending {
 		keep := items[:0]
 		for _, p := range items {
 			if p.phase == ph {
 				lost++
+				ph.kinds[p.kind].notVisible++
 				p.phase.visPending.Add(-1)
 				continue
 			}
 			keep = append(keep, p)
 		}
 		if len(keep) == 0 {
-			delete(v.pending, id)
+			delete(v.pending, t)
 		} else {
-			v.pending[id] = keep
+			v.pending[t] = keep
 		}
 	}
 	return lost
