@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -46,6 +47,43 @@ type tokens struct {
 	secret []byte
 	maxTTL time.Duration
 	now    func() time.Time
+	// verified remembers bearer tokens that passed every check (nil: none): a client sends
+	// the same token with every request, and verifying it again costs more than the rest
+	// of a read. Only the checks that depend on the time are made again.
+	verified *tokenCache
+}
+
+// tokenCache holds verified bearer tokens by their exact text, at most max of them (it
+// starts over when full).
+type tokenCache struct {
+	mu     sync.Mutex
+	max    int
+	claims map[string]*Claims
+}
+
+func newTokenCache(max int) *tokenCache {
+	return &tokenCache{max: max, claims: map[string]*Claims{}}
+}
+
+func (c *tokenCache) get(raw string) *Claims {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claims[raw]
+}
+
+func (c *tokenCache) put(raw string, claims *Claims) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.claims) >= c.max {
+		c.claims = map[string]*Claims{}
+	}
+	c.claims[raw] = claims
 }
 
 // parse verifies a token: HS256 with the secret, exp required, exp/nbf/iat within the
@@ -72,7 +110,18 @@ func (k tokens) parse(raw string, opts ...jwt.ParserOption) (*Claims, error) {
 }
 
 // bearer verifies a token from the Authorization header: any valid token but a realtime one.
+// A token verified before is only checked against the clock again (exp, nbf).
 func (k tokens) bearer(raw string) (*Claims, error) {
+	if c := k.verified.get(raw); c != nil {
+		now := k.now()
+		if now.After(c.ExpiresAt.Add(clockSkew)) {
+			return nil, jwt.ErrTokenExpired
+		}
+		if c.NotBefore != nil && now.Add(clockSkew).Before(c.NotBefore.Time) {
+			return nil, jwt.ErrTokenNotValidYet
+		}
+		return c, nil
+	}
 	c, err := k.parse(raw)
 	if err != nil {
 		return nil, err
@@ -80,6 +129,7 @@ func (k tokens) bearer(raw string) (*Claims, error) {
 	if slices.Contains(c.Audience, realtimeAudience) {
 		return nil, errRealtimeToken
 	}
+	k.verified.put(raw, c)
 	return c, nil
 }
 

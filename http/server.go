@@ -51,6 +51,9 @@ type Deps struct {
 	Guard *Guard
 	// Moderation backs bans, adjustments and removals and the anomaly and audit pages.
 	Moderation Moderation
+	// Value, when set, reads an entry's value in batches with other requests' (the write
+	// path's "is it unchanged?"), instead of one Redis round trip per write.
+	Value func(ctx context.Context, k storage.ValueKey) (storage.Value, error)
 }
 
 type server struct {
@@ -72,9 +75,9 @@ func NewServer(d Deps) http.Handler {
 	d.Realtime.setDefaults()
 	s := &server{
 		Deps: d, metrics: newHTTPMetrics(d.Registry),
-		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now},
+		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now, verified: newTokenCache(10_000)},
 		cursors:     newCursors(d.Config.JWTSecret),
-		submissions: submission{reads: d.Reads, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
+		submissions: submission{reads: d.Reads, value: d.Value, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
 	}
 	return s.routes()
 }

@@ -41,7 +41,10 @@ var (
 // from Redis, and otherwise makes the command durable. Idempotency is decided by the
 // request log, here and in the outbox alike.
 type submission struct {
-	reads    *Reads
+	reads *Reads
+	// value reads an entry's value from Redis, batched with other writes' (nil: through
+	// reads, one round trip each).
+	value    func(ctx context.Context, k storage.ValueKey) (storage.Value, error)
 	periods  *Periods
 	commands CommandLog
 	requests RequestLog
@@ -99,7 +102,7 @@ func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
 
 	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
 	// cannot answer, the command is accepted and the projector decides.
-	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 {
+	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 && s.mayBeUnchanged(ctx, w, period) {
 		if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
 			if !w.ClientEventID {
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
@@ -129,6 +132,16 @@ func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
 		return submitted{}, err
 	}
 	return outcome(seen, period, at)
+}
+
+// mayBeUnchanged tells from the entry's value alone (one batched read) whether the write
+// may leave it as it is; only then is the whole entry read, for the answer's rank.
+func (s submission) mayBeUnchanged(ctx context.Context, w submit, period string) bool {
+	if s.value == nil {
+		return true
+	}
+	v, err := s.value(ctx, storage.ValueKey{Board: w.Board.Key(), Period: period, UserID: w.UserID})
+	return err == nil && v.OK && w.Board.Unchanged(v.Score, w.Value)
 }
 
 func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted, error) {

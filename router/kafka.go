@@ -129,7 +129,7 @@ func NewKafkaSubscriber(brokers []string, group string, logger watermill.LoggerA
 	cfg.Consumer.Offsets.AutoCommit.Enable = true
 	cfg.Consumer.Offsets.AutoCommit.Interval = 500 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.Timeout = 60 * time.Second
-	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	cfg.Consumer.MaxWaitTime = 500 * time.Millisecond // how long an idle fetch waits; data ends it at once
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
 		Brokers: brokers, Unmarshaler: marshaler, OverwriteSaramaConfig: cfg, ConsumerGroup: group,

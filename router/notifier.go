@@ -49,7 +49,7 @@ func newLatestSubscriber(brokers []string, logger watermill.LoggerAdapter) (*kaf
 	cfg := kafka.DefaultSaramaSubscriberConfig()
 	cfg.Version = KafkaVersion
 	cfg.Consumer.Offsets.Initial = sarama.OffsetNewest
-	cfg.Consumer.MaxWaitTime = 50 * time.Millisecond
+	cfg.Consumer.MaxWaitTime = 500 * time.Millisecond // how long an idle fetch waits; data ends it at once
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
 		Brokers: brokers, Unmarshaler: marshaler, OverwriteSaramaConfig: cfg,

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -281,64 +280,69 @@ type outboxRow struct {
 }
 
 // forward reads a batch after the relay's position, produces it and moves the position.
-// pending says rows exist after the new position that could not be read yet.
+// pending says rows exist after the new position that could not be read yet (a write
+// transaction older than them is still open). The position, the rows and whether each
+// may be read come in one statement.
 func (r *Relay) forward(ctx context.Context, conn *pgx.Conn, msgs, offs string) (n int, pending bool, err error) {
-	var pos outboxRow
-	err = conn.QueryRow(ctx, `SELECT offset_acked, last_processed_transaction_id::text FROM `+offs+` WHERE consumer_group = $1`,
-		storage.RelayConsumerGroup).Scan(&pos.offset, &pos.txID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		pos = outboxRow{offset: 0, txID: "0"}
-	} else if err != nil {
-		return 0, false, err
-	}
 	rows, err := conn.Query(ctx, `
-		SELECT "offset", transaction_id::text, uuid, payload::text, coalesce(metadata::text, '{}') FROM `+msgs+`
-		WHERE ((transaction_id = $1::xid8 AND "offset" > $2) OR transaction_id > $1::xid8)
-		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY transaction_id, "offset" LIMIT $3`, pos.txID, pos.offset, r.cfg.Batch)
+		WITH pos AS (
+			SELECT coalesce((SELECT offset_acked FROM `+offs+` WHERE consumer_group = $1), 0) AS o,
+			       coalesce((SELECT last_processed_transaction_id FROM `+offs+` WHERE consumer_group = $1), '0'::xid8) AS tx
+		)
+		SELECT m."offset", m.transaction_id::text, m.uuid, m.payload::text, coalesce(m.metadata::text, '{}'),
+		       m.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+		FROM `+msgs+` m, pos
+		WHERE (m.transaction_id = pos.tx AND m."offset" > pos.o) OR m.transaction_id > pos.tx
+		ORDER BY m.transaction_id, m."offset" LIMIT $2`, storage.RelayConsumerGroup, r.cfg.Batch)
 	if err != nil {
 		return 0, false, err
 	}
-	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxRow, error) {
+	var batch []outboxRow
+	for rows.Next() {
 		var o outboxRow
 		var payload, meta string
-		err := row.Scan(&o.offset, &o.txID, &o.uuid, &payload, &meta)
-		o.payload, o.metadata = []byte(payload), []byte(meta)
-		return o, err
-	})
-	if err != nil {
-		return 0, false, err
-	}
-	if len(batch) > 0 {
-		out := make([]*sarama.ProducerMessage, 0, len(batch))
-		for _, o := range batch {
-			pm, err := r.producerMessage(o)
-			if err != nil {
-				return 0, false, err
-			}
-			out = append(out, pm)
-		}
-		r.pace.wait(ctx, len(out))
-		if err := r.producer.SendMessages(out); err != nil {
-			return 0, false, fmt.Errorf("produce %d messages: %w", len(out), err)
-		}
-		last := batch[len(batch)-1]
-		if _, err := conn.Exec(ctx, `
-			INSERT INTO `+offs+` (consumer_group, offset_acked, last_processed_transaction_id) VALUES ($1, $2, $3::xid8)
-			ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked,
-				last_processed_transaction_id = excluded.last_processed_transaction_id`,
-			storage.RelayConsumerGroup, last.offset, last.txID); err != nil {
+		var ready bool
+		if err := rows.Scan(&o.offset, &o.txID, &o.uuid, &payload, &meta, &ready); err != nil {
+			rows.Close()
 			return 0, false, err
 		}
-		r.batches.Observe(float64(len(batch)))
-		r.produced.Add(float64(len(batch)))
-		pos = last
+		if !ready { // this row and the ones after it wait for an older transaction
+			pending = true
+			break
+		}
+		o.payload, o.metadata = []byte(payload), []byte(meta)
+		batch = append(batch, o)
 	}
-	if len(batch) < r.cfg.Batch {
-		err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+msgs+`
-			WHERE (transaction_id = $1::xid8 AND "offset" > $2) OR transaction_id > $1::xid8)`, pos.txID, pos.offset).Scan(&pending)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
 	}
-	return len(batch), pending, err
+	if len(batch) == 0 {
+		return 0, pending, nil
+	}
+	out := make([]*sarama.ProducerMessage, 0, len(batch))
+	for _, o := range batch {
+		pm, err := r.producerMessage(o)
+		if err != nil {
+			return 0, false, err
+		}
+		out = append(out, pm)
+	}
+	r.pace.wait(ctx, len(out))
+	if err := r.producer.SendMessages(out); err != nil {
+		return 0, false, fmt.Errorf("produce %d messages: %w", len(out), err)
+	}
+	last := batch[len(batch)-1]
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO `+offs+` (consumer_group, offset_acked, last_processed_transaction_id) VALUES ($1, $2, $3::xid8)
+		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked,
+			last_processed_transaction_id = excluded.last_processed_transaction_id`,
+		storage.RelayConsumerGroup, last.offset, last.txID); err != nil {
+		return 0, false, err
+	}
+	r.batches.Observe(float64(len(batch)))
+	r.produced.Add(float64(len(batch)))
+	return len(batch), pending, nil
 }
 
 // envelope is Watermill's forwarder envelope (requeued dead letters name their topic).

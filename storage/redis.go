@@ -106,9 +106,10 @@ func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 }
 
 // Apply mirrors the given absolute states of one board period into Redis (older versions
-// than what Redis holds are ignored), recomputes the cached top-N and reports whether it
-// changed. minVersion lets the caller push the top version forward. It returns
-// ErrNotLoaded, writing nothing, when the period is not loaded.
+// than what Redis holds are ignored), recomputes the cached top-N when an entry changed
+// within it, and reports whether the top changed: then the Top has its entries; otherwise
+// only its version and update time. minVersion lets the caller push the top version
+// forward. It returns ErrNotLoaded, writing nothing, when the period is not loaded.
 func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
 	k := b.keys(t.Board, t.Period)
 	args := make([]any, 0, 5+8*len(states))
@@ -258,3 +259,70 @@ func redisErr(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
+
+// ValueKey names one entry: a user on a board period.
+type ValueKey struct{ Board, Period, UserID string }
+
+// Value is an entry's value as Redis holds it; OK is false when it holds none (no entry,
+// or the period is not loaded).
+type Value struct {
+	Score int64
+	OK    bool
+}
+
+// Values reads the values of several entries in one round trip (a pipeline of HGETs, split
+// by node on a cluster).
+func (b *Boards) Values(ctx context.Context, keys []ValueKey) ([]Value, error) {
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.HGet(ctx, b.keys(k.Board, k.Period).u, k.UserID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisErr("read values", err)
+	}
+	out := make([]Value, len(keys))
+	for i, c := range cmds {
+		h, err := c.Result()
+		if err != nil {
+			continue // redis.Nil: none
+		}
+		score, _, _ := strings.Cut(h, "|")
+		if v, err := strconv.ParseInt(score, 10, 64); err == nil {
+			out[i] = Value{Score: v, OK: true}
+		}
+	}
+	return out, nil
+}
+
+// ValueReader gathers concurrent reads of single values into pipelined batches (the
+// write path asks for one per write: is the value already there?).
+type ValueReader struct {
+	batcher *Batcher[ValueKey, Value]
+}
+
+// NewValueReader reads through b, each batch bounded by timeout.
+func NewValueReader(b *Boards, timeout time.Duration) *ValueReader {
+	return &ValueReader{batcher: NewBatcher(2, 256, func(keys []ValueKey) []Result[Value] {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		out := make([]Result[Value], len(keys))
+		vals, err := b.Values(ctx, keys)
+		for i := range out {
+			if err != nil {
+				out[i].Err = err
+			} else {
+				out[i].Value = vals[i]
+			}
+		}
+		return out
+	})}
+}
+
+// Value reads one entry's value.
+func (v *ValueReader) Value(ctx context.Context, k ValueKey) (Value, error) {
+	return v.batcher.Do(ctx, k)
+}
+
+// Close stops the reader once its queued reads are done.
+func (v *ValueReader) Close() { v.batcher.Close() }

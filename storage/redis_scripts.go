@@ -5,23 +5,30 @@ import "github.com/redis/go-redis/v9"
 // The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board (one
 // hash tag, so one cluster slot); see redis.go for the key layout.
 
-// upsertLua defines upsert(z, u, n, m, ...): the version-guarded write of one absolute
-// entry state; it returns true when the top would show something new about the user (a
-// nick name or metadata change). A state without a member is an entry that is gone (its
-// user banned, or removed by an admin): the entry is deleted unless Redis holds a newer
-// version.
+// upsertLua defines upsert(z, u, n, m, topN, ...): the version-guarded write of one
+// absolute entry state. It returns whether the entry changed within the first topN ranks
+// (before or after the write: the cached top-N may change; topN 0: never asked), and
+// whether the top would show something new about the user (a nick name or metadata). A
+// state without a member is an entry that is gone (its user banned, or removed by an
+// admin): the entry is deleted unless Redis holds a newer version.
 const upsertLua = `
-local function upsert(z, u, n, m, user, score, sortkey, version, updated, member, nick, meta)
+local function inTop(z, member, topN)
+  if topN == 0 or member == '' then return false end
+  local r = redis.call('ZREVRANK', z, member)
+  return r ~= false and r ~= nil and r < topN
+end
+local function upsert(z, u, n, m, topN, user, score, sortkey, version, updated, member, nick, meta)
   if member == '' then
     local cur = redis.call('HGET', u, user)
-    if not cur then return false end
+    if not cur then return false, false end
     local _, cv, _, cm = string.match(cur, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-    if tonumber(cv) >= version then return false end
+    if tonumber(cv) >= version then return false, false end
+    local was = inTop(z, cm, topN)
     redis.call('ZREM', z, cm)
     redis.call('HDEL', u, user)
     redis.call('HDEL', n, user)
     redis.call('HDEL', m, user)
-    return false
+    return was, false
   end
   local renamed = false
   if nick ~= '' and redis.call('HGET', n, user) ~= nick then
@@ -29,11 +36,13 @@ local function upsert(z, u, n, m, user, score, sortkey, version, updated, member
     renamed = true
   end
   local cur = redis.call('HGET', u, user)
+  local was = false
   if cur then
     local _, cv, _, cm = string.match(cur, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
     if tonumber(cv) >= version then
-      return renamed
+      return renamed and inTop(z, cm, topN), renamed
     end
+    was = inTop(z, cm, topN)
     if cm ~= member then
       redis.call('ZREM', z, cm)
     end
@@ -46,7 +55,7 @@ local function upsert(z, u, n, m, user, score, sortkey, version, updated, member
     redis.call('HSET', m, user, meta)
     renamed = true
   end
-  return renamed
+  return was or inTop(z, member, topN), renamed
 end
 `
 
@@ -98,8 +107,10 @@ end
 `
 
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
-// too while a rebuild runs), then refreshes the cached top-N. It writes nothing and
-// returns {-2} when the board is not loaded (no top): the caller loads it from PostgreSQL.
+// too while a rebuild runs), then refreshes the cached top-N when an entry changed within
+// it; otherwise it answers the top's version and time without its body. It writes nothing
+// and returns {-2} when the board is not loaded (no top): the caller loads it from
+// PostgreSQL.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver.
 // ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, score, sortkey,
 // version, updated µs, member, nick, metadata).
@@ -107,17 +118,24 @@ var applyScript = redis.NewScript(upsertLua + topLua + expireLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return {-2} end
 local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local rebuilding = redis.call('EXISTS', KEYS[6]) == 1
-local renamed = false
+local touched, renamed = false, false
 local i = 6
 for _ = 1, count do
   local user, score, sortkey, version, updated, member, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
   i = i + 8
-  if upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], user, score, sortkey, version, updated, member, nick, meta) then renamed = true end
-  if rebuilding then upsert(KEYS[7], KEYS[8], KEYS[9], KEYS[10], user, score, sortkey, version, updated, member, nick, meta) end
+  local inside, named = upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], topN, user, score, sortkey, version, updated, member, nick, meta)
+  if inside then
+    touched = true
+    if named then renamed = true end
+  end
+  if rebuilding then upsert(KEYS[7], KEYS[8], KEYS[9], KEYS[10], 0, user, score, sortkey, version, updated, member, nick, meta) end
 end
-local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
 expire(KEYS[5], KEYS[11], ttl, 1, 4)
-return res
+if not touched then
+  local meta = redis.call('HMGET', KEYS[5], 'version', 'updated')
+  return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
+end
+return refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
 `)
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
@@ -127,7 +145,7 @@ var loadScript = redis.NewScript(upsertLua + `
 local count = tonumber(ARGV[1])
 local i = 2
 for _ = 1, count do
-  upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7])
+  upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], 0, ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7])
   i = i + 8
 end
 return count

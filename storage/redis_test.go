@@ -218,8 +218,8 @@ func TestBoardsChangedFlagAndVersion(t *testing.T) {
 	if top2.Version != top1.Version {
 		t.Errorf("re-applying the same states moved the version %d -> %d", top1.Version, top2.Version)
 	}
-	if len(top2.Entries) != 2 {
-		t.Errorf("unchanged Apply returned %d entries, want the current top of 2", len(top2.Entries))
+	if len(top2.Entries) != 0 {
+		t.Errorf("unchanged Apply returned %d entries, want none (the top is not read again)", len(top2.Entries))
 	}
 
 	top3, changed := f.apply(0, nil, state("a", 30, 2, at(3)))
@@ -487,5 +487,37 @@ func TestBoardsKeysExpire(t *testing.T) {
 	}
 	if ttl := f.rdb.PTTL(ctx, f.prefix+":{global}:ver").Val(); ttl != -1 {
 		t.Errorf("an all-time board's version counter expires in %v", ttl)
+	}
+}
+
+// TestBoardsTopRefreshedOnlyWhenTouched: a change below the top-N leaves the cached top as
+// it was (same version, not recomputed); a change entering, inside or leaving the top-N
+// gives it a new version.
+func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 3)
+	f.apply(0, nil, state("a", 100, 1, at(1)), state("b", 90, 1, at(2)), state("c", 80, 1, at(3)), state("d", 10, 1, at(4)), state("e", 5, 1, at(5)))
+	v := f.top(3).Version
+	if _, changed := f.apply(0, nil, state("d", 20, 2, at(6)), state("e", 6, 2, at(7))); changed {
+		t.Error("changes below the top-3 changed the top")
+	}
+	if got := f.top(3).Version; got != v {
+		t.Errorf("changes below the top-3 moved its version %d -> %d", v, got)
+	}
+	for i, s := range []storage.EntryState{
+		state("d", 85, 3, at(8)),  // enters the top (pushes c out)
+		state("a", 101, 2, at(9)), // moves inside it
+		state("d", 1, 4, at(10)),  // leaves it again
+	} {
+		top, changed := f.apply(0, nil, s)
+		if !changed || top.Version <= v || len(top.Entries) != 3 {
+			t.Errorf("step %d: changed %v version %d (was %d), %d entries", i, changed, top.Version, v, len(top.Entries))
+		}
+		v = top.Version
+	}
+	for i, u := range []string{"a", "b", "c", "e", "d"} {
+		if e := f.user(u); e.Rank != int64(i+1) {
+			t.Errorf("%s ranks %d, want %d", u, e.Rank, i+1)
+		}
 	}
 }

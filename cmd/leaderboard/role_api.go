@@ -52,10 +52,11 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	maint := storage.NewOutboxMaintenance(d.pool, d.schema)
 	backlog := lbhttp.NewBacklog(func(ctx context.Context, upTo int64) (int64, error) {
 		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
-	}, int64(d.cfg.MaxBacklog), 500*time.Millisecond, d.reg, d.logger)
+	}, int64(d.cfg.MaxBacklog), time.Second, d.reg, d.logger)
 	g.Go(func() error { return backlog.Run(ctx) })
 	guard := lbhttp.NewGuard(d.cfg, backlog, storage.NewLimiter(d.rdb, d.cfg.RedisPrefix), bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
+	values := storage.NewValueReader(d.boards, d.cfg.RedisTimeout)
 	handler := lbhttp.NewServer(lbhttp.Deps{
 		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),
 		Periods: periods, Reads: reads, Now: d.now,
@@ -65,7 +66,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},
 		Guard:       guard,
 		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
+		Value:       values.Value,
 	})
-	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close)
+	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, values.Close)
 	return nil
 }
