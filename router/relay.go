@@ -11,13 +11,33 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/openleaderboard/leaderboard/storage"
 )
+
+// OutboxClaim is a relay's hold on one outbox shard (storage.OutboxMaintenance.Claim):
+// Read returns the messages after the shard's position (pending: more wait behind a
+// write transaction still open), Ack moves the position past them, Close releases the
+// shard. An alias of an interface literal, identical to storage's.
+type OutboxClaim = interface {
+	Read(ctx context.Context, limit int) (msgs []*message.Message, pending bool, err error)
+	Ack(ctx context.Context) error
+	Close()
+}
+
+// Outbox is what the relay needs of the SQL outbox (storage.OutboxMaintenance).
+type Outbox interface {
+	// Claim takes a shard for this relay; nil without error when another relay has it.
+	Claim(ctx context.Context, shard int) (OutboxClaim, error)
+	// Listen calls wake with the shard of every outbox commit until ctx ends or it fails.
+	Listen(ctx context.Context, wake func(shard int)) error
+	// Rewind moves a shard's position back past commands acknowledged but not applied.
+	Rewind(ctx context.Context, shard int) (int64, error)
+	// Backlog counts a shard's rows not forwarded yet.
+	Backlog(ctx context.Context, shard int) (int64, error)
+	// Prune deletes up to limit rows of a shard that are forwarded and applied.
+	Prune(ctx context.Context, shard, limit int) (int64, error)
+}
 
 // RelayConfig configures the relay.
 type RelayConfig struct {
@@ -48,10 +68,8 @@ type RelayConfig struct {
 // a shard at a time (a session advisory lock); others stand by. An outbox commit's
 // NOTIFY wakes it, so it is quiet when idle.
 type Relay struct {
-	pool     *pgxpool.Pool
+	outbox   Outbox
 	producer sarama.SyncProducer
-	maint    *storage.OutboxMaintenance
-	schema   storage.OutboxSchema
 	cfg      RelayConfig
 	logger   *slog.Logger
 	wake     []chan struct{}
@@ -64,7 +82,7 @@ type Relay struct {
 }
 
 // NewRelay connects the producer; Run starts forwarding.
-func NewRelay(pool *pgxpool.Pool, maint *storage.OutboxMaintenance, schema storage.OutboxSchema, cfg RelayConfig, reg prometheus.Registerer, logger *slog.Logger) (*Relay, error) {
+func NewRelay(outbox Outbox, cfg RelayConfig, reg prometheus.Registerer, logger *slog.Logger) (*Relay, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
@@ -81,7 +99,7 @@ func NewRelay(pool *pgxpool.Pool, maint *storage.OutboxMaintenance, schema stora
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{pool: pool, producer: producer, maint: maint, schema: schema, cfg: cfg, logger: logger.With("role", "relay"),
+	r := &Relay{outbox: outbox, producer: producer, cfg: cfg, logger: logger.With("role", "relay"),
 		running: make(chan struct{}), pace: newPacer(cfg.Throttle),
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leaderboard_relay_batch_size",
 			Help: "Outbox rows forwarded to Kafka per produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
@@ -102,7 +120,7 @@ func NewRelay(pool *pgxpool.Pool, maint *storage.OutboxMaintenance, schema stora
 			}, func() float64 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				n, err := maint.Backlog(ctx, shard)
+				n, err := outbox.Backlog(ctx, shard)
 				if err != nil {
 					return -1
 				}
@@ -139,7 +157,7 @@ func NewSyncProducer(brokers []string) (sarama.SyncProducer, error) {
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.producer.Close()
 	for shard := range r.cfg.Shards {
-		n, err := r.maint.Rewind(ctx, shard)
+		n, err := r.outbox.Rewind(ctx, shard)
 		if err != nil {
 			return err
 		}
@@ -177,24 +195,11 @@ func (r *Relay) listen(ctx context.Context) {
 }
 
 func (r *Relay) listenOnce(ctx context.Context) error {
-	conn, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+storage.OutboxChannel); err != nil {
-		return err
-	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if shard, err := strconv.Atoi(n.Payload); err == nil && shard >= 0 && shard < len(r.wake) {
+	return r.outbox.Listen(ctx, func(shard int) {
+		if shard >= 0 && shard < len(r.wake) {
 			r.signal(shard)
 		}
-	}
+	})
 }
 
 func (r *Relay) signal(shard int) {
@@ -221,33 +226,18 @@ func (r *Relay) shardLoop(ctx context.Context, shard int) {
 	}
 }
 
-// relayLock is the session advisory lock of a shard's relay.
-const relayLock = `SELECT pg_try_advisory_lock(hashtextextended('leaderboard-relay:' || $1::text, 0))`
-
-// holdShard takes the shard's lock on a connection of its own and forwards batches on it
-// until ctx ends or the connection fails (which releases the lock).
+// holdShard claims the shard and forwards batches while it holds it, until ctx ends or
+// the claim's connection fails (which releases it).
 func (r *Relay) holdShard(ctx context.Context, shard int) error {
-	conn, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	claim, err := r.outbox.Claim(ctx, shard)
+	if err != nil || claim == nil {
+		return err // nil, nil: another relay forwards this shard; try again later
 	}
-	defer conn.Release()
-	var locked bool
-	if err := conn.QueryRow(ctx, relayLock, strconv.Itoa(shard)).Scan(&locked); err != nil {
-		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
-		return err
-	}
-	if !locked {
-		return nil // another relay forwards this shard; try again later
-	}
-	// The lock lives as long as this session: close it rather than return it to the pool.
-	defer func() { _ = conn.Conn().Close(context.WithoutCancel(ctx)) }()
+	defer claim.Close()
 	r.logger.Info("relay forwards shard", "shard", shard)
-	topic := r.schema.Topic(shard)
-	msgs, offs := r.schema.Messages.MessagesTable(topic), r.schema.Offsets.MessagesOffsetsTable(topic)
 	for {
 		start := time.Now()
-		n, pending, err := r.forward(ctx, conn.Conn(), msgs, offs)
+		n, pending, err := r.forward(ctx, claim)
 		if err != nil {
 			return err
 		}
@@ -270,59 +260,16 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	}
 }
 
-// outboxRow is one row of an outbox table.
-type outboxRow struct {
-	offset   int64
-	txID     string
-	uuid     string
-	payload  []byte
-	metadata []byte
-}
-
-// forward reads a batch after the relay's position, produces it and moves the position.
-// pending says rows exist after the new position that could not be read yet (a write
-// transaction older than them is still open). The position, the rows and whether each
-// may be read come in one statement.
-func (r *Relay) forward(ctx context.Context, conn *pgx.Conn, msgs, offs string) (n int, pending bool, err error) {
-	rows, err := conn.Query(ctx, `
-		WITH pos AS (
-			SELECT coalesce((SELECT offset_acked FROM `+offs+` WHERE consumer_group = $1), 0) AS o,
-			       coalesce((SELECT last_processed_transaction_id FROM `+offs+` WHERE consumer_group = $1), '0'::xid8) AS tx
-		)
-		SELECT m."offset", m.transaction_id::text, m.uuid, m.payload::text, coalesce(m.metadata::text, '{}'),
-		       m.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-		FROM `+msgs+` m, pos
-		WHERE (m.transaction_id = pos.tx AND m."offset" > pos.o) OR m.transaction_id > pos.tx
-		ORDER BY m.transaction_id, m."offset" LIMIT $2`, storage.RelayConsumerGroup, r.cfg.Batch)
-	if err != nil {
-		return 0, false, err
-	}
-	var batch []outboxRow
-	for rows.Next() {
-		var o outboxRow
-		var payload, meta string
-		var ready bool
-		if err := rows.Scan(&o.offset, &o.txID, &o.uuid, &payload, &meta, &ready); err != nil {
-			rows.Close()
-			return 0, false, err
-		}
-		if !ready { // this row and the ones after it wait for an older transaction
-			pending = true
-			break
-		}
-		o.payload, o.metadata = []byte(payload), []byte(meta)
-		batch = append(batch, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, false, err
-	}
-	if len(batch) == 0 {
-		return 0, pending, nil
+// forward reads a batch after the shard's position, produces it in one request and
+// moves the position past it. pending says more rows wait behind an open transaction.
+func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending bool, err error) {
+	batch, pending, err := claim.Read(ctx, r.cfg.Batch)
+	if err != nil || len(batch) == 0 {
+		return 0, pending, err
 	}
 	out := make([]*sarama.ProducerMessage, 0, len(batch))
-	for _, o := range batch {
-		pm, err := r.producerMessage(o)
+	for _, msg := range batch {
+		pm, err := r.producerMessage(msg)
 		if err != nil {
 			return 0, false, err
 		}
@@ -332,12 +279,7 @@ func (r *Relay) forward(ctx context.Context, conn *pgx.Conn, msgs, offs string) 
 	if err := r.producer.SendMessages(out); err != nil {
 		return 0, false, fmt.Errorf("produce %d messages: %w", len(out), err)
 	}
-	last := batch[len(batch)-1]
-	if _, err := conn.Exec(ctx, `
-		INSERT INTO `+offs+` (consumer_group, offset_acked, last_processed_transaction_id) VALUES ($1, $2, $3::xid8)
-		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked,
-			last_processed_transaction_id = excluded.last_processed_transaction_id`,
-		storage.RelayConsumerGroup, last.offset, last.txID); err != nil {
+	if err := claim.Ack(ctx); err != nil {
 		return 0, false, err
 	}
 	r.batches.Observe(float64(len(batch)))
@@ -353,18 +295,15 @@ type envelope struct {
 	Metadata         map[string]string `json:"metadata"`
 }
 
-// producerMessage turns an outbox row into the Kafka message Watermill would produce:
-// the message UUID and metadata as headers, the user id as key.
-func (r *Relay) producerMessage(o outboxRow) (*sarama.ProducerMessage, error) {
+// producerMessage turns an outbox message into the Kafka message Watermill would
+// produce: the message UUID and metadata as headers, the user id as key. A forwarder
+// envelope is unwrapped and goes to the topic it names.
+func (r *Relay) producerMessage(msg *message.Message) (*sarama.ProducerMessage, error) {
 	var env envelope
-	if json.Unmarshal(o.payload, &env) == nil && env.DestinationTopic != "" {
-		msg := message.NewMessage(env.UUID, env.Payload)
-		msg.Metadata = env.Metadata
-		return marshaler.Marshal(env.DestinationTopic, msg)
-	}
-	msg := message.NewMessage(o.uuid, o.payload)
-	if err := json.Unmarshal(o.metadata, &msg.Metadata); err != nil {
-		return nil, fmt.Errorf("outbox row %d: metadata: %w", o.offset, err)
+	if json.Unmarshal(msg.Payload, &env) == nil && env.DestinationTopic != "" {
+		inner := message.NewMessage(env.UUID, env.Payload)
+		inner.Metadata = env.Metadata
+		return marshaler.Marshal(env.DestinationTopic, inner)
 	}
 	return marshaler.Marshal(r.cfg.Topic, msg)
 }
@@ -380,7 +319,7 @@ func (r *Relay) pruneLoop(ctx context.Context) {
 		}
 		for shard := range r.cfg.Shards {
 			for {
-				n, err := r.maint.Prune(ctx, shard, 5000)
+				n, err := r.outbox.Prune(ctx, shard, 5000)
 				if err != nil {
 					if ctx.Err() == nil {
 						r.logger.Warn("outbox prune failed", "shard", shard, "err", err)

@@ -38,12 +38,13 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRelay(pool, storage.NewOutboxMaintenance(pool, schema), schema, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores}, nil, slog.New(slog.DiscardHandler))
+	outbox := storage.NewOutboxMaintenance(pool, schema)
+	r, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.producer.Close()
-	table, offs := schema.Messages.MessagesTable(schema.Topic(0)), schema.Offsets.MessagesOffsetsTable(schema.Topic(0))
+	table := schema.Messages.MessagesTable(schema.Topic(0))
 	insert := `INSERT INTO ` + table + ` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`
 
 	older, err := pool.Begin(ctx)
@@ -56,22 +57,25 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 	if _, err := pool.Exec(ctx, insert, "second"); err != nil { // commits while the older one is open
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
+	claim, err := outbox.Claim(ctx, 0)
+	if err != nil || claim == nil {
+		t.Fatalf("claim: %v, %v", claim, err)
 	}
-	defer conn.Release()
-	n, pending, err := r.forward(ctx, conn.Conn(), table, offs)
+	defer claim.Close()
+	if other, err := outbox.Claim(ctx, 0); err != nil || other != nil {
+		t.Fatalf("a second claim of the shard: %v, %v; want none: one relay forwards a shard", other, err)
+	}
+	n, pending, err := r.forward(ctx, claim)
 	if err != nil || n != 0 || !pending {
 		t.Fatalf("with an older transaction open: forwarded %d, pending %v, %v; want nothing forwarded, pending", n, pending, err)
 	}
 	if err := older.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, pending, err = r.forward(ctx, conn.Conn(), table, offs); err != nil || n != 2 || pending {
+	if n, pending, err = r.forward(ctx, claim); err != nil || n != 2 || pending {
 		t.Fatalf("after it committed: forwarded %d, pending %v, %v; want both", n, pending, err)
 	}
-	if n, _, err = r.forward(ctx, conn.Conn(), table, offs); err != nil || n != 0 {
+	if n, _, err = r.forward(ctx, claim); err != nil || n != 0 {
 		t.Fatalf("again: forwarded %d, %v; want nothing: the position moved", n, err)
 	}
 

@@ -13,7 +13,7 @@ import (
 // startRelay runs the relay role: the outbox forwarders to Kafka, the maintenance of the
 // tables the pipeline churns, and the pruning of what is kept for a while only.
 func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) error {
-	relay, err := router.NewRelay(d.pool, storage.NewOutboxMaintenance(d.pool, d.schema), d.schema, router.RelayConfig{
+	relay, err := router.NewRelay(storage.NewOutboxMaintenance(d.pool, d.schema), router.RelayConfig{
 		Shards: d.cfg.OutboxShards, Brokers: d.brokers, Topic: d.topics.Scores, PollInterval: d.cfg.RelayPollInterval,
 		PruneInterval: d.cfg.OutboxPruneInterval, Batch: d.cfg.RelayBatch, Throttle: d.cfg.RelayThrottle.PerSecond(),
 	}, d.reg, d.logger)

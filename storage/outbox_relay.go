@@ -1,0 +1,162 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OutboxClaim is a relay's hold on one outbox shard. It is an alias of an interface
+// literal so that the relay (router) can name the same type without importing storage.
+type OutboxClaim = interface {
+	// Read returns up to limit messages after the shard's position, in commit order.
+	// pending says rows exist after them that cannot be read yet: a write transaction
+	// older than them is still open, and reading past it could skip its rows.
+	Read(ctx context.Context, limit int) (msgs []*message.Message, pending bool, err error)
+	// Ack moves the shard's position past every message the last Read returned.
+	Ack(ctx context.Context) error
+	// Close releases the shard (it closes the session that holds its lock).
+	Close()
+}
+
+// relayLock is the session advisory lock of a shard's relay.
+const relayLock = `SELECT pg_try_advisory_lock(hashtextextended('leaderboard-relay:' || $1::text, 0))`
+
+// Claim takes a shard's session advisory lock on a connection of its own, so one relay
+// forwards the shard at a time. It returns nil without error when another relay holds it.
+func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, error) {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var locked bool
+	if err := conn.QueryRow(ctx, relayLock, strconv.Itoa(shard)).Scan(&locked); err != nil {
+		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
+		conn.Release()
+		return nil, err
+	}
+	if !locked {
+		conn.Release()
+		return nil, nil
+	}
+	topic := m.schema.Topic(shard)
+	return &shardClaim{conn: conn, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}, nil
+}
+
+// Listen calls wake with the shard of every outbox notification until ctx ends or its
+// connection fails.
+func (m *OutboxMaintenance) Listen(ctx context.Context, wake func(shard int)) error {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+OutboxChannel); err != nil {
+		return err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if shard, err := strconv.Atoi(n.Payload); err == nil {
+			wake(shard)
+		}
+	}
+}
+
+// shardClaim reads and acknowledges one shard on the connection holding its lock.
+type shardClaim struct {
+	conn       *pgxpool.Conn
+	msgs, offs string
+	// last is the position of the last row Read returned (offset and transaction id).
+	last struct {
+		offset int64
+		txID   string
+	}
+	unacked bool
+}
+
+// Read reads the position, the rows after it and whether each may be read in one
+// statement. A row may be read once no transaction older than its own is open
+// (watermill-sql's rule: its rows could still commit before this one's position).
+func (c *shardClaim) Read(ctx context.Context, limit int) ([]*message.Message, bool, error) {
+	rows, err := c.conn.Query(ctx, `
+		WITH pos AS (
+			SELECT coalesce((SELECT offset_acked FROM `+c.offs+` WHERE consumer_group = $1), 0) AS o,
+			       coalesce((SELECT last_processed_transaction_id FROM `+c.offs+` WHERE consumer_group = $1), '0'::xid8) AS tx
+		)
+		SELECT m."offset", m.transaction_id::text, m.uuid, m.payload::text, coalesce(m.metadata::text, '{}'),
+		       m.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+		FROM `+c.msgs+` m, pos
+		WHERE (m.transaction_id = pos.tx AND m."offset" > pos.o) OR m.transaction_id > pos.tx
+		ORDER BY m.transaction_id, m."offset" LIMIT $2`, RelayConsumerGroup, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	c.unacked = false // only what this Read returns is acknowledged by the next Ack
+	var (
+		out      []*message.Message
+		pending  bool
+		lastOff  int64
+		lastTxID string
+	)
+	for rows.Next() {
+		var (
+			offset                    int64
+			txID, uuid, payload, meta string
+			ready                     bool
+		)
+		if err := rows.Scan(&offset, &txID, &uuid, &payload, &meta, &ready); err != nil {
+			return nil, false, err
+		}
+		if !ready { // this row and the ones after it wait for an older transaction
+			pending = true
+			break
+		}
+		msg := message.NewMessage(uuid, []byte(payload))
+		if err := json.Unmarshal([]byte(meta), &msg.Metadata); err != nil {
+			return nil, false, fmt.Errorf("outbox row %d: metadata: %w", offset, err)
+		}
+		out = append(out, msg)
+		lastOff, lastTxID = offset, txID
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(out) > 0 {
+		c.last.offset, c.last.txID, c.unacked = lastOff, lastTxID, true
+	}
+	return out, pending, nil
+}
+
+// Ack stores the position of the last row read in the shard's offsets table (the row
+// of RelayConsumerGroup, in watermill-sql's format).
+func (c *shardClaim) Ack(ctx context.Context) error {
+	if !c.unacked {
+		return nil
+	}
+	if _, err := c.conn.Exec(ctx, `
+		INSERT INTO `+c.offs+` (consumer_group, offset_acked, last_processed_transaction_id) VALUES ($1, $2, $3::xid8)
+		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked,
+			last_processed_transaction_id = excluded.last_processed_transaction_id`,
+		RelayConsumerGroup, c.last.offset, c.last.txID); err != nil {
+		return err
+	}
+	c.unacked = false
+	return nil
+}
+
+// Close ends the session, which releases the shard's lock, rather than returning the
+// connection (and its lock) to the pool.
+func (c *shardClaim) Close() {
+	_ = c.conn.Conn().Close(context.Background())
+	c.conn.Release()
+}
