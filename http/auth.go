@@ -53,16 +53,17 @@ type tokens struct {
 	verified *tokenCache
 }
 
-// tokenCache holds verified bearer tokens by their exact text, at most max of them (it
-// starts over when full).
+// tokenCache holds verified bearer tokens by their exact text: up to max recent ones and
+// up to max of the generation before, so a token in use survives a turnover (a get
+// from the old generation moves it to the new one).
 type tokenCache struct {
-	mu     sync.Mutex
-	max    int
-	claims map[string]*Claims
+	mu       sync.Mutex
+	max      int
+	cur, old map[string]*Claims
 }
 
 func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, claims: map[string]*Claims{}}
+	return &tokenCache{max: max, cur: map[string]*Claims{}}
 }
 
 func (c *tokenCache) get(raw string) *Claims {
@@ -71,7 +72,14 @@ func (c *tokenCache) get(raw string) *Claims {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.claims[raw]
+	if claims, ok := c.cur[raw]; ok {
+		return claims
+	}
+	claims, ok := c.old[raw]
+	if ok {
+		c.putLocked(raw, claims)
+	}
+	return claims
 }
 
 func (c *tokenCache) put(raw string, claims *Claims) {
@@ -80,10 +88,14 @@ func (c *tokenCache) put(raw string, claims *Claims) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.claims) >= c.max {
-		c.claims = map[string]*Claims{}
+	c.putLocked(raw, claims)
+}
+
+func (c *tokenCache) putLocked(raw string, claims *Claims) {
+	if len(c.cur) >= c.max {
+		c.old, c.cur = c.cur, make(map[string]*Claims, c.max)
 	}
-	c.claims[raw] = claims
+	c.cur[raw] = claims
 }
 
 // parse verifies a token: HS256 with the secret, exp required, exp/nbf/iat within the

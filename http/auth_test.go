@@ -45,7 +45,31 @@ func TestVerifiedTokensExpire(t *testing.T) {
 	for i := range 5 {
 		_, _ = k.bearer(sign(fmt.Sprintf("v%d", i), now, now.Add(time.Hour)))
 	}
-	if n := len(k.verified.claims); n > 2 {
-		t.Fatalf("%d cached tokens, want at most 2", n)
+	if n := len(k.verified.cur) + len(k.verified.old); n > 4 {
+		t.Fatalf("%d cached tokens, want at most 2 of each generation", n)
+	}
+}
+
+// TestTokenCacheKeepsTokensInUse: a token used again after the cache turned over is
+// still known; one unused for two turnovers is forgotten.
+func TestTokenCacheKeepsTokensInUse(t *testing.T) {
+	c := newTokenCache(2)
+	claims := map[string]*Claims{}
+	for _, raw := range []string{"a", "b", "c", "d", "e"} {
+		claims[raw] = &Claims{}
+	}
+	c.put("a", claims["a"])
+	c.put("b", claims["b"])
+	c.put("c", claims["c"]) // turnover: a and b are the old generation
+	if c.get("a") != claims["a"] {
+		t.Fatal("a token of the generation before was forgotten at the first turnover")
+	}
+	c.put("d", claims["d"]) // turnover: c and a (moved up by its use) are the generation before
+	c.put("e", claims["e"])
+	if c.get("b") != nil {
+		t.Error("a token unused for two turnovers is still cached")
+	}
+	if c.get("c") != claims["c"] {
+		t.Error("a token of the generation before was forgotten")
 	}
 }
