@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -410,7 +411,19 @@ func TestCursorWalk(t *testing.T) {
 	r := svc.do(t, http.MethodGet, "/v1/boards/global/entries?size=10", viewer, "")
 	c := r.body["next_cursor"].(string)
 	payload, mac, _ := strings.Cut(c, ".")
-	forged := payload[:len(payload)-2] + "AA." + mac
+	// A forged position: the same fields, a sort key moved, the JSON and its encoding valid;
+	// only the signature can tell.
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	body["s"] = body["s"].(float64) + 10
+	raw, _ = json.Marshal(body)
+	forged := base64.RawURLEncoding.EncodeToString(raw) + "." + mac
 	for name, path := range map[string]string{
 		"tampered":      "/v1/boards/global/entries?cursor=" + url.QueryEscape(forged),
 		"another board": "/v1/boards/points/entries?cursor=" + url.QueryEscape(c),
