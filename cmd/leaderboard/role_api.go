@@ -54,7 +54,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
 	}, int64(d.cfg.MaxBacklog), time.Second, d.reg, d.logger)
 	g.Go(func() error { return backlog.Run(ctx) })
-	guard := lbhttp.NewGuard(d.cfg, backlog, storage.NewLimiter(d.rdb, d.cfg.RedisPrefix), bans, anomalies, d.reg, d.now, d.logger)
+	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, d.cfg.RedisTimeout)
+	guard := lbhttp.NewGuard(d.cfg, backlog, limiter, bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
 	values := storage.NewValueReader(d.boards, d.cfg.RedisTimeout)
 	handler := lbhttp.NewServer(lbhttp.Deps{
@@ -68,6 +69,6 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
 		Value:       values.Value,
 	})
-	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, values.Close)
+	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, values.Close, limiter.Close)
 	return nil
 }
