@@ -51,6 +51,7 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer older.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit a no-op; on a failure it frees the connection pool.Close waits for
 	if _, err := older.Exec(ctx, insert, "first"); err != nil {
 		t.Fatal(err)
 	}
