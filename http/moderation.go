@@ -293,23 +293,29 @@ func pageParams(w http.ResponseWriter, r *http.Request) (limit int, before int64
 	return limit, before, true
 }
 
-// nextCursor is the cursor after a page whose last id is last, or nil when the page was
-// not full.
-func nextCursor(n, limit int, last int64) *string {
-	if n < limit {
-		return nil
+// trailPage is one page of an admin trail, newest first; NextCursor is the last item's id,
+// or null when the page was not full.
+type trailPage[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// writeTrailPage answers a page of items (never a null list); id gives an item's id.
+func writeTrailPage[T any](w http.ResponseWriter, items []T, limit int, id func(T) int64) {
+	page := trailPage[T]{Items: items}
+	if page.Items == nil {
+		page.Items = []T{}
 	}
-	c := strconv.FormatInt(last, 10)
-	return &c
+	if n := len(items); n > 0 && n >= limit {
+		c := strconv.FormatInt(id(items[n-1]), 10)
+		page.NextCursor = &c
+	}
+	encode(w, http.StatusOK, page)
 }
 
 // handleAnomalies answers GET /admin/anomalies?cursor=&limit=&user_id=&reason=: refused
 // writes, newest first.
 func (s *server) handleAnomalies() http.HandlerFunc {
-	type response struct {
-		Items      []storage.Anomaly `json:"items"`
-		NextCursor *string           `json:"next_cursor"`
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		limit, before, ok := pageParams(w, r)
 		if !ok {
@@ -321,26 +327,12 @@ func (s *server) handleAnomalies() http.HandlerFunc {
 			s.moderationFailed(w, r, err, "")
 			return
 		}
-		resp := response{Items: items}
-		if resp.Items == nil {
-			resp.Items = []storage.Anomaly{}
-		}
-		for i := range resp.Items {
-			resp.Items[i].At = resp.Items[i].At.UTC()
-		}
-		if len(items) > 0 {
-			resp.NextCursor = nextCursor(len(items), limit, items[len(items)-1].ID)
-		}
-		encode(w, http.StatusOK, resp)
+		writeTrailPage(w, items, limit, func(a storage.Anomaly) int64 { return a.ID })
 	}
 }
 
 // handleAudit answers GET /admin/audit?cursor=&limit=: every admin action, newest first.
 func (s *server) handleAudit() http.HandlerFunc {
-	type response struct {
-		Items      []storage.AuditRecord `json:"items"`
-		NextCursor *string               `json:"next_cursor"`
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		limit, before, ok := pageParams(w, r)
 		if !ok {
@@ -351,16 +343,6 @@ func (s *server) handleAudit() http.HandlerFunc {
 			s.moderationFailed(w, r, err, "")
 			return
 		}
-		resp := response{Items: items}
-		if resp.Items == nil {
-			resp.Items = []storage.AuditRecord{}
-		}
-		for i := range resp.Items {
-			resp.Items[i].At = resp.Items[i].At.UTC()
-		}
-		if len(items) > 0 {
-			resp.NextCursor = nextCursor(len(items), limit, items[len(items)-1].ID)
-		}
-		encode(w, http.StatusOK, resp)
+		writeTrailPage(w, items, limit, func(a storage.AuditRecord) int64 { return a.ID })
 	}
 }

@@ -52,6 +52,7 @@ func (a *Anomalies) Page(ctx context.Context, before int64, limit int, userID, r
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Anomaly, error) {
 		var x Anomaly
 		err := r.Scan(&x.ID, &x.At, &x.Reason, &x.UserID, &x.Board, &x.EventID, &x.Detail)
+		x.At = x.At.UTC()
 		return x, err
 	})
 	return out, unavailable("read anomalies", err)

@@ -79,6 +79,7 @@ func (a *AuditLog) Page(ctx context.Context, before int64, limit int) ([]AuditRe
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditRecord, error) {
 		var x AuditRecord
 		err := r.Scan(&x.ID, &x.At, &x.Actor, &x.Action, &x.Target, &x.Reason, &x.IDs, &x.Detail)
+		x.At = x.At.UTC()
 		if len(x.Detail) == 0 {
 			x.Detail = nil
 		}

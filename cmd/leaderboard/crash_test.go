@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -38,41 +36,11 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 	t.Parallel()
 	env := newTestEnv(t)
-	bin := serviceBinary(t)
-	logs, err := os.Create(filepath.Join(t.TempDir(), "service.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
 	base := "http://" + env.vars["LEADERBOARD_HTTP_ADDR"]
-
-	start := func(kafkaDir string) *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Stdout, cmd.Stderr = logs, logs
-		for k, v := range env.vars {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.Env = append(cmd.Env, "LEADERBOARD_KAFKA_DATA_DIR="+kafkaDir, "LEADERBOARD_LOG_LEVEL=info")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if resp, err := http.Get(base + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return cmd
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("service not ready; log %s", logs.Name())
-		return nil
+	start := func(kafkaDir string) *process {
+		return startProcess(t, env, map[string]string{"LEADERBOARD_KAFKA_DATA_DIR": kafkaDir, "LEADERBOARD_LOG_LEVEL": "info"}, base)
 	}
-	kill := func(cmd *exec.Cmd) {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}
+	kill := func(p *process) { p.kill(syscall.SIGKILL) }
 
 	var (
 		mu     sync.Mutex
@@ -166,7 +134,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(acks) < 50 {
-		t.Fatalf("only %d writes acknowledged; log %s", len(acks), logs.Name())
+		t.Fatalf("only %d writes acknowledged; log %s", len(acks), proc.log)
 	}
 	best := map[string]int64{}
 	for _, a := range acks {

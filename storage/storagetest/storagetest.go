@@ -68,16 +68,11 @@ func (s Servers) DatabaseURL(t testing.TB) (name, rawURL string) {
 func (s Servers) NewDatabase(t testing.TB) string {
 	t.Helper()
 	name, rawURL := s.DatabaseURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.PostgresAdminURL)
-	if err != nil {
-		t.Fatalf("connect to postgres (is it running at %s?): %v", s.PostgresAdminURL, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
+	s.admin(t, func(ctx context.Context, conn *pgx.Conn) {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Fatalf("create database %s: %v", name, err)
+		}
+	})
 	return rawURL
 }
 
@@ -87,6 +82,35 @@ func (s Servers) NewDatabase(t testing.TB) string {
 func (s Servers) NewICUDatabase(t testing.TB) (rawURL string, ok bool) {
 	t.Helper()
 	name, rawURL := s.DatabaseURL(t)
+	s.admin(t, func(ctx context.Context, conn *pgx.Conn) {
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_collation WHERE collprovider = 'i')`).Scan(&ok); err != nil {
+			t.Fatalf("look for ICU collations: %v", err)
+		}
+		if !ok {
+			return
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+
+			" TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"); err != nil {
+			t.Fatalf("create ICU database %s: %v", name, err)
+		}
+	})
+	if !ok {
+		return "", false
+	}
+	return rawURL, true
+}
+
+func (s Servers) dropDatabase(t testing.TB, name string) {
+	s.admin(t, func(ctx context.Context, conn *pgx.Conn) {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+}
+
+// admin runs f on a connection to the server's admin database (PostgresAdminURL).
+func (s Servers) admin(t testing.TB, f func(ctx context.Context, conn *pgx.Conn)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.PostgresAdminURL)
@@ -94,32 +118,7 @@ func (s Servers) NewICUDatabase(t testing.TB) (rawURL string, ok bool) {
 		t.Fatalf("connect to postgres (is it running at %s?): %v", s.PostgresAdminURL, err)
 	}
 	defer conn.Close(ctx)
-	var icu bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_collation WHERE collprovider = 'i')`).Scan(&icu); err != nil {
-		t.Fatalf("look for ICU collations: %v", err)
-	}
-	if !icu {
-		return "", false
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+
-		" TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"); err != nil {
-		t.Fatalf("create ICU database %s: %v", name, err)
-	}
-	return rawURL, true
-}
-
-func (s Servers) dropDatabase(t testing.TB, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.PostgresAdminURL)
-	if err != nil {
-		t.Errorf("drop database %s: connect: %v", name, err)
-		return
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		t.Errorf("drop database %s: %v", name, err)
-	}
+	f(ctx, conn)
 }
 
 // NewRedis returns a client and a key prefix of the test's own; every key under the
