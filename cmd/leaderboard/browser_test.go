@@ -167,7 +167,9 @@ func saveShot(t *testing.T, ctx context.Context, name string) {
 func liveBoards(t *testing.T, browser string, svc *service) {
 	srv := mintToken(t, "gs", "server")
 	for i := 1; i <= 11; i++ {
-		if r := svc.do(t, http.MethodPost, "/v1/boards/daily/scores", srv, fmt.Sprintf(`{"value": %d, "user_id": "rival-%02d"}`, 100*i, i)); r.status != 202 {
+		// Applied before the next: the rivals are on other partitions than the viewer, so
+		// the viewer's ?wait=true below would not wait for them.
+		if r := svc.do(t, http.MethodPost, "/v1/boards/daily/scores?wait=true", srv, fmt.Sprintf(`{"value": %d, "user_id": "rival-%02d"}`, 100*i, i)); r.status != 200 {
 			t.Fatalf("seed: %d %s", r.status, r.raw)
 		}
 	}
