@@ -114,15 +114,20 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 			return
 		}
 	}
-	if e := s.Guard.check(r.Context(), gw); e != nil {
-		s.reject(w, r, b.ID, e, echoID)
-		return
-	}
 	sub := submit{Board: b, Also: req.Also, UserID: userID, EventID: eventID, ClientEventID: clientID, Value: value, Metadata: meta, CorrelationID: requestIDFrom(r.Context())}
 	if userID == claims.Subject { // a server's token names the server, not the player
 		sub.NickName = messages.CleanNickName(claims.Name)
 	}
-	res, err := s.submissions.Submit(r.Context(), sub)
+	prep, err := s.submissions.Prepare(r.Context(), sub) // its value read waits with the guard
+	if err != nil {
+		s.answerSubmission(w, r, sub, submitted{}, err)
+		return
+	}
+	if e := s.Guard.check(r.Context(), gw); e != nil {
+		s.reject(w, r, b.ID, e, echoID)
+		return
+	}
+	res, err := s.submissions.Submit(r.Context(), prep)
 	if err != nil {
 		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
 	}

@@ -51,9 +51,9 @@ type Deps struct {
 	Guard *Guard
 	// Moderation backs bans, adjustments and removals and the anomaly and audit pages.
 	Moderation Moderation
-	// Value, when set, reads an entry's value in batches with other requests' (the write
-	// path's "is it unchanged?"), instead of one Redis round trip per write.
-	Value func(ctx context.Context, k storage.ValueKey) (storage.Value, error)
+	// Values, when set, reads entries' values in pipelines shared with other requests'
+	// commands (the write path's "is it unchanged?"), instead of a round trip per write.
+	Values ValueReads
 }
 
 type server struct {
@@ -77,7 +77,7 @@ func NewServer(d Deps) http.Handler {
 		Deps: d, metrics: newHTTPMetrics(d.Registry),
 		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now, verified: newTokenCache(25_000)},
 		cursors:     newCursors(d.Config.JWTSecret),
-		submissions: submission{reads: d.Reads, value: d.Value, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
+		submissions: submission{reads: d.Reads, value: d.Values, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
 	}
 	return s.routes()
 }

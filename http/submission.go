@@ -28,6 +28,13 @@ type RequestLog interface {
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 }
 
+// ValueReads reads an entry's value from Redis without waiting for it (storage.ValueReader):
+// a write starts the read before the guard decides, so that the read and the guard's rate
+// limit wait together, often in one pipeline.
+type ValueReads interface {
+	Read(ctx context.Context, k storage.ValueKey) storage.ValueRead
+}
+
 // Errors of a submission, mapped to answers by the handler.
 var (
 	// errEventIDConflict: the user's event id was accepted before with another body.
@@ -42,9 +49,9 @@ var (
 // request log, here and in the outbox alike.
 type submission struct {
 	reads *Reads
-	// value reads an entry's value from Redis, batched with other writes' (nil: through
-	// reads, one round trip each).
-	value    func(ctx context.Context, k storage.ValueKey) (storage.Value, error)
+	// value reads an entry's value from Redis, pipelined with other requests' commands
+	// (nil: through reads, one round trip each).
+	value    ValueReads
 	periods  *Periods
 	commands CommandLog
 	requests RequestLog
@@ -77,32 +84,56 @@ type submitted struct {
 	At        time.Time
 }
 
-// Submit decides a write. Its errors are errEventIDConflict, errValueOutOfRange, or a
-// dependency's (wrapping storage.ErrUnavailable).
-func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
+// prepared is a write with its instant and periods fixed and, for a best score, the
+// entry's value on its way from Redis.
+type prepared struct {
+	submit
+	at     time.Time
+	period string
+	also   []messages.BoardValue
+	// value is the entry's value being read (nil: no value reader; the whole entry is read).
+	value *storage.ValueRead
+}
+
+// Prepare fixes when a write happens and which periods it counts for, and starts reading
+// the value a best score is compared with ("unchanged?"), so that the read waits together
+// with the guard's rate limit, often in one pipeline. Its errors are errValueOutOfRange or
+// a dependency's.
+func (s submission) Prepare(ctx context.Context, w submit) (prepared, error) {
 	for _, b := range append([]configs.Board{w.Board}, w.Also...) {
 		if !b.InBounds(w.Value) {
-			return submitted{}, errValueOutOfRange
+			return prepared{}, errValueOutOfRange
 		}
 	}
-	at := s.now().UTC()
-	period, err := s.periods.Current(ctx, w.Board)
-	if err != nil {
-		return submitted{}, err
+	p := prepared{submit: w, at: s.now().UTC()}
+	var err error
+	if p.period, err = s.periods.Current(ctx, w.Board); err != nil {
+		return prepared{}, err
 	}
-	also := make([]messages.BoardValue, len(w.Also))
+	p.also = make([]messages.BoardValue, len(w.Also))
 	for i, b := range w.Also {
-		p, err := s.periods.Current(ctx, b)
+		period, err := s.periods.Current(ctx, b)
 		if err != nil {
-			return submitted{}, err
+			return prepared{}, err
 		}
-		also[i] = messages.BoardValue{Board: b.Key(), Period: p, Value: w.Value}
+		p.also[i] = messages.BoardValue{Board: b.Key(), Period: period, Value: w.Value}
 	}
+	if s.value != nil && w.Board.Operator == configs.OpBest && len(w.Also) == 0 {
+		read := s.value.Read(ctx, storage.ValueKey{Board: w.Board.Key(), Period: p.period, UserID: w.UserID})
+		p.value = &read
+	}
+	return p, nil
+}
+
+// Submit decides a prepared write. Its errors are errEventIDConflict or a dependency's
+// (wrapping storage.ErrUnavailable).
+func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
+	w, at, period, also := p.submit, p.at, p.period, p.also
 	hash := bodyHash(w)
 
 	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
 	// cannot answer, the command is accepted and the projector decides.
-	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 && s.mayBeUnchanged(ctx, w, period) {
+	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 && p.mayBeUnchanged(ctx) {
 		if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
 			if !w.ClientEventID {
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
@@ -134,14 +165,14 @@ func (s submission) Submit(ctx context.Context, w submit) (submitted, error) {
 	return outcome(seen, period, at)
 }
 
-// mayBeUnchanged tells from the entry's value alone (one batched read) whether the write
-// may leave it as it is; only then is the whole entry read, for the answer's rank.
-func (s submission) mayBeUnchanged(ctx context.Context, w submit, period string) bool {
-	if s.value == nil {
+// mayBeUnchanged tells from the entry's value alone (read ahead, pipelined) whether the
+// write may leave it as it is; only then is the whole entry read, for the answer's rank.
+func (p prepared) mayBeUnchanged(ctx context.Context) bool {
+	if p.value == nil {
 		return true
 	}
-	v, err := s.value(ctx, storage.ValueKey{Board: w.Board.Key(), Period: period, UserID: w.UserID})
-	return err == nil && v.OK && w.Board.Unchanged(v.Score, w.Value)
+	v, err := p.value.Wait(ctx)
+	return err == nil && v.OK && p.Board.Unchanged(v.Score, p.Value)
 }
 
 func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted, error) {

@@ -48,19 +48,38 @@ func NewBatcher[T, R any](workers, maxBatch int, handle func([]T) []Result[R]) *
 // Do queues item and waits for its result. It returns ctx's error if ctx ends first (the
 // item may still be handled) and ErrBatcherClosed after Close.
 func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
-	var zero R
+	return b.Go(ctx, item).Wait(ctx)
+}
+
+// Go queues item and returns at once; Wait on the answer gets its result. Nothing blocks
+// when nobody waits.
+func (b *Batcher[T, R]) Go(ctx context.Context, item T) Pending[R] {
 	p := pending[T, R]{item: item, reply: make(chan Result[R], 1)}
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if b.closed {
-		b.mu.RUnlock()
-		return zero, ErrBatcherClosed
+		return Pending[R]{err: ErrBatcherClosed}
 	}
 	select {
 	case b.queue <- p:
-		b.mu.RUnlock()
+		return Pending[R]{reply: p.reply}
 	case <-ctx.Done():
-		b.mu.RUnlock()
-		return zero, ctx.Err()
+		return Pending[R]{err: ctx.Err()}
+	}
+}
+
+// Pending is the result to come of an item queued by Batcher.Go.
+type Pending[R any] struct {
+	reply chan Result[R]
+	err   error
+}
+
+// Wait waits for the result: ctx's error if ctx ends first (the item may still be
+// handled), ErrBatcherClosed when the batcher was closed before the item was queued.
+func (p Pending[R]) Wait(ctx context.Context) (R, error) {
+	var zero R
+	if p.err != nil {
+		return zero, p.err
 	}
 	select {
 	case r := <-p.reply:

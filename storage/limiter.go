@@ -13,66 +13,39 @@ import (
 // key per limited subject, its clock Redis's own) and action cooldowns (a lock per user
 // and action, timed by the caller's clock). Errors wrap ErrUnavailable.
 type Limiter struct {
-	rdb     redis.UniversalClient
-	rate    *redis_rate.Limiter
-	scripts *pipelinedScripts
-	prefix  string
+	rdb    redis.UniversalClient
+	rate   *redis_rate.Limiter
+	prefix string
 }
 
-// NewLimiter returns the limiter on rdb; keys carry prefix. Concurrent rate-limit calls
-// share Redis round trips (each pipeline bounded by timeout); Close stops that.
-func NewLimiter(rdb redis.UniversalClient, prefix string, timeout time.Duration) *Limiter {
-	scripts := newPipelinedScripts(rdb, timeout)
-	return &Limiter{rdb: rdb, rate: redis_rate.NewLimiter(scripts), scripts: scripts, prefix: prefix}
+// NewLimiter returns the limiter on rdb; keys carry prefix. Rate-limit calls (one per
+// player write) go out through pipe, in pipelines shared with other requests' commands.
+func NewLimiter(rdb redis.UniversalClient, prefix string, pipe *Pipe) *Limiter {
+	return &Limiter{rdb: rdb, rate: redis_rate.NewLimiter(pipedScripts{UniversalClient: rdb, pipe: pipe}), prefix: prefix}
 }
 
-// Close stops the limiter once its queued calls are done.
-func (l *Limiter) Close() { l.scripts.batcher.Close() }
-
-// pipelinedScripts is the Redis client redis_rate runs its script on: concurrent EVALSHA
-// calls (one per player write) go out together in one pipeline instead of a round trip
-// each; everything else (the EVAL fallback when Redis lost the script) goes straight to
-// the client. redis_rate's script and its reading of the answer stay the library's.
-type pipelinedScripts struct {
+// pipedScripts is the Redis client redis_rate runs its script on: its EVALSHA calls go
+// through a Pipe; everything else (the EVAL fallback when Redis lost the script) goes
+// straight to the client. redis_rate's script and its reading of the answer stay the
+// library's.
+type pipedScripts struct {
 	redis.UniversalClient
-	batcher *Batcher[scriptCall, any]
-}
-
-type scriptCall struct {
-	sha  string
-	keys []string
-	args []any
-}
-
-func newPipelinedScripts(rdb redis.UniversalClient, timeout time.Duration) *pipelinedScripts {
-	return &pipelinedScripts{UniversalClient: rdb, batcher: NewBatcher(2, 256, func(calls []scriptCall) []Result[any] {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmds := make([]*redis.Cmd, len(calls))
-		// Each command keeps its own answer or error (NOSCRIPT included), whatever
-		// Pipelined returns.
-		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, c := range calls {
-				cmds[i] = p.EvalSha(ctx, c.sha, c.keys, c.args...)
-			}
-			return nil
-		})
-		out := make([]Result[any], len(calls))
-		for i, cmd := range cmds {
-			out[i].Value, out[i].Err = cmd.Result()
-		}
-		return out
-	})}
+	pipe *Pipe
 }
 
 // EvalSha runs the call in the next pipeline and answers as the client would.
-func (p *pipelinedScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, "evalsha", sha, len(keys))
-	v, err := p.batcher.Do(ctx, scriptCall{sha: sha, keys: keys, args: args})
-	if err != nil {
-		cmd.SetErr(err)
-	} else {
-		cmd.SetVal(v)
+func (p pipedScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if _, err := p.pipe.Go(ctx, cmd).Wait(ctx); err != nil {
+		failed := redis.NewCmd(ctx, cmdArgs...) // cmd may still be sent: leave it alone
+		failed.SetErr(err)
+		return failed
 	}
 	return cmd
 }

@@ -16,8 +16,9 @@ import (
 func TestLimiterSpendsExactBudget(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := servers.NewRedis(t)
-	l := storage.NewLimiter(rdb, prefix, 2*time.Second)
-	defer l.Close()
+	pipe := storage.NewPipe(rdb, 2*time.Second)
+	defer pipe.Close()
+	l := storage.NewLimiter(rdb, prefix, pipe)
 	t.Cleanup(func() { // redis_rate puts its own "rate:" before our prefix
 		rdb.Del(context.Background(), "rate:"+prefix+":{user:a}", "rate:"+prefix+":{user:b}")
 	})

@@ -270,59 +270,45 @@ type Value struct {
 	OK    bool
 }
 
-// Values reads the values of several entries in one round trip (a pipeline of HGETs, split
-// by node on a cluster).
-func (b *Boards) Values(ctx context.Context, keys []ValueKey) ([]Value, error) {
-	pipe := b.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.HGet(ctx, b.keys(k.Board, k.Period).u, k.UserID)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, redisErr("read values", err)
-	}
-	out := make([]Value, len(keys))
-	for i, c := range cmds {
-		h, err := c.Result()
-		if err != nil {
-			continue // redis.Nil: none
-		}
-		score, _, _ := strings.Cut(h, "|")
-		if v, err := strconv.ParseInt(score, 10, 64); err == nil {
-			out[i] = Value{Score: v, OK: true}
-		}
-	}
-	return out, nil
-}
-
-// ValueReader gathers concurrent reads of single values into pipelined batches (the
-// write path asks for one per write: is the value already there?).
+// ValueReader reads single entries' values through a Pipe (the write path asks for one
+// per write: is the value already there?).
 type ValueReader struct {
-	batcher *Batcher[ValueKey, Value]
+	boards *Boards
+	pipe   *Pipe
 }
 
-// NewValueReader reads through b, each batch bounded by timeout.
-func NewValueReader(b *Boards, timeout time.Duration) *ValueReader {
-	return &ValueReader{batcher: NewBatcher(2, 256, func(keys []ValueKey) []Result[Value] {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		out := make([]Result[Value], len(keys))
-		vals, err := b.Values(ctx, keys)
-		for i := range out {
-			if err != nil {
-				out[i].Err = err
-			} else {
-				out[i].Value = vals[i]
-			}
-		}
-		return out
-	})}
+// NewValueReader reads b's values through pipe.
+func NewValueReader(b *Boards, pipe *Pipe) *ValueReader {
+	return &ValueReader{boards: b, pipe: pipe}
 }
 
-// Value reads one entry's value.
-func (v *ValueReader) Value(ctx context.Context, k ValueKey) (Value, error) {
-	return v.batcher.Do(ctx, k)
+// Read queues the read of one entry's value and returns at once; Wait gets it.
+func (v *ValueReader) Read(ctx context.Context, k ValueKey) ValueRead {
+	cmd := redis.NewStringCmd(ctx, "hget", v.boards.keys(k.Board, k.Period).u, k.UserID)
+	return ValueRead{cmd: cmd, done: v.pipe.Go(ctx, cmd)}
 }
 
-// Close stops the reader once its queued reads are done.
-func (v *ValueReader) Close() { v.batcher.Close() }
+// ValueRead is a value on its way from Redis.
+type ValueRead struct {
+	cmd  *redis.StringCmd
+	done Pending[struct{}]
+}
+
+// Wait waits for the value (once).
+func (r ValueRead) Wait(ctx context.Context) (Value, error) {
+	if _, err := r.done.Wait(ctx); err != nil {
+		return Value{}, redisErr("read value", err)
+	}
+	h, err := r.cmd.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Value{}, nil
+	case err != nil:
+		return Value{}, redisErr("read value", err)
+	}
+	score, _, _ := strings.Cut(h, "|")
+	if v, err := strconv.ParseInt(score, 10, 64); err == nil {
+		return Value{Score: v, OK: true}, nil
+	}
+	return Value{}, nil
+}

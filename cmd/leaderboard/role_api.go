@@ -54,10 +54,10 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
 	}, int64(d.cfg.MaxBacklog), time.Second, d.reg, d.logger)
 	g.Go(func() error { return backlog.Run(ctx) })
-	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, d.cfg.RedisTimeout)
+	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout) // the write path's value reads and rate limits
+	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, pipe)
 	guard := lbhttp.NewGuard(d.cfg, backlog, limiter, bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
-	values := storage.NewValueReader(d.boards, d.cfg.RedisTimeout)
 	handler := lbhttp.NewServer(lbhttp.Deps{
 		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),
 		Periods: periods, Reads: reads, Now: d.now,
@@ -67,8 +67,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},
 		Guard:       guard,
 		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
-		Value:       values.Value,
+		Values:      storage.NewValueReader(d.boards, pipe),
 	})
-	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, values.Close, limiter.Close)
+	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close)
 	return nil
 }

@@ -1,0 +1,50 @@
+package storage
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Pipe sends the Redis commands of concurrent requests together: each batch is one
+// pipeline (split by node on a cluster), one round trip instead of one per command. The
+// write path reads the entry's value and spends the user's rate limit on every write;
+// through one Pipe both travel in the same pipelines.
+type Pipe struct {
+	batcher *Batcher[redis.Cmder, struct{}]
+}
+
+// pipeWorkers is how many pipelines a Pipe has in flight at most.
+const pipeWorkers = 2
+
+// pipeBatch is the most commands in one pipeline.
+const pipeBatch = 256
+
+// NewPipe sends through rdb, each pipeline bounded by timeout. Close stops it.
+func NewPipe(rdb redis.UniversalClient, timeout time.Duration) *Pipe {
+	done := make([]Result[struct{}], pipeBatch) // every command's own answer is in the command
+	return &Pipe{batcher: NewBatcher(pipeWorkers, pipeBatch, func(cmds []redis.Cmder) []Result[struct{}] {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		// Each command keeps its own answer or error (redis.Nil, NOSCRIPT, a timeout),
+		// whatever Pipelined returns.
+		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range cmds {
+				_ = p.Process(ctx, c)
+			}
+			return nil
+		})
+		return done[:len(cmds)]
+	})}
+}
+
+// Go queues cmd for the next pipeline and returns at once; once Wait on the answer
+// returns nil, cmd holds its answer. On an error of Wait, cmd must be left alone (it may
+// still be sent).
+func (p *Pipe) Go(ctx context.Context, cmd redis.Cmder) Pending[struct{}] {
+	return p.batcher.Go(ctx, cmd)
+}
+
+// Close stops the pipe once its queued commands are sent.
+func (p *Pipe) Close() { p.batcher.Close() }

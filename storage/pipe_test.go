@@ -1,0 +1,82 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// TestPipeAnswersEachCommand: concurrent commands sharing pipelines each get their own
+// answer; a command Redis refuses fails alone; value reads through the pipe see what the
+// board holds (and nothing for a user without an entry); a closed pipe refuses work.
+func TestPipeAnswersEachCommand(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := servers.NewRedis(t)
+	pipe := storage.NewPipe(rdb, 2*time.Second)
+	defer pipe.Close()
+	if err := rdb.Set(ctx, prefix+":pipe:string", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 300 // more than one pipeline's worth
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%50 == 0 { // HGET on a string: WRONGTYPE, for this command only
+				cmd := redis.NewStringCmd(ctx, "hget", prefix+":pipe:string", "f")
+				if _, err := pipe.Go(ctx, cmd).Wait(ctx); err != nil {
+					t.Error(err)
+				} else if err := cmd.Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+					t.Errorf("HGET on a string answered %q, %v; want WRONGTYPE", cmd.Val(), cmd.Err())
+				}
+				return
+			}
+			want := fmt.Sprintf("echo-%d", i)
+			cmd := redis.NewStringCmd(ctx, "echo", want)
+			if _, err := pipe.Go(ctx, cmd).Wait(ctx); err != nil {
+				t.Error(err)
+			} else if got, err := cmd.Result(); err != nil || got != want {
+				t.Errorf("command %d answered %q, %v; want %q", i, got, err, want)
+			}
+		}()
+	}
+	wg.Wait()
+
+	boards := storage.NewBoards(rdb, prefix, 10)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pages := [][]storage.EntryState{{{Board: "global", Period: "all_time", UserID: "alice", Score: 42, SortKey: 42, Version: 1, ReachedAt: at, UpdatedAt: at}}}
+	if _, err := boards.Load(ctx, storage.Target{Board: "global", Period: "all_time"}, func() ([]storage.EntryState, map[string]string, error) {
+		if len(pages) == 0 {
+			return nil, nil, nil
+		}
+		page := pages[0]
+		pages = pages[1:]
+		return page, nil, nil
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	values := storage.NewValueReader(boards, pipe)
+	alice := values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: "alice"})
+	bob := values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: "bob"})
+	if v, err := alice.Wait(ctx); err != nil || v != (storage.Value{Score: 42, OK: true}) {
+		t.Fatalf("alice's value = %+v, %v; want 42", v, err)
+	}
+	if v, err := bob.Wait(ctx); err != nil || v.OK {
+		t.Fatalf("bob's value = %+v, %v; want none", v, err)
+	}
+
+	pipe.Close()
+	if _, err := pipe.Go(ctx, redis.NewStringCmd(ctx, "echo", "late")).Wait(ctx); !errors.Is(err, storage.ErrBatcherClosed) {
+		t.Fatalf("a closed pipe answered %v, want ErrBatcherClosed", err)
+	}
+}
