@@ -24,32 +24,6 @@ func NewLimiter(rdb redis.UniversalClient, prefix string, pipe *Pipe) *Limiter {
 	return &Limiter{rdb: rdb, rate: redis_rate.NewLimiter(pipedScripts{UniversalClient: rdb, pipe: pipe}), prefix: prefix}
 }
 
-// pipedScripts is the Redis client redis_rate runs its script on: its EVALSHA calls go
-// through a Pipe; everything else (the EVAL fallback when Redis lost the script) goes
-// straight to the client. redis_rate's script and its reading of the answer stay the
-// library's.
-type pipedScripts struct {
-	redis.UniversalClient
-	pipe *Pipe
-}
-
-// EvalSha runs the call in the next pipeline and answers as the client would.
-func (p pipedScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	if _, err := p.pipe.Go(ctx, cmd).Wait(ctx); err != nil {
-		failed := redis.NewCmd(ctx, cmdArgs...) // cmd may still be sent: leave it alone
-		failed.SetErr(err)
-		return failed
-	}
-	return cmd
-}
-
 // Allow spends one write of subject (for example "user:alice" or "board:daily:alice")
 // against at most n writes per per: ok, or how long until the next write is allowed.
 func (l *Limiter) Allow(ctx context.Context, subject string, n int, per time.Duration) (bool, time.Duration, error) {

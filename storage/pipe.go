@@ -48,3 +48,29 @@ func (p *Pipe) Go(ctx context.Context, cmd redis.Cmder) Pending[struct{}] {
 
 // Close stops the pipe once its queued commands are sent.
 func (p *Pipe) Close() { p.batcher.Close() }
+
+// pipedScripts runs scripts through a Pipe: EVALSHA calls (the rate limiter's through
+// redis_rate, the board reads' through redis.Script) go in the pipe's pipelines; everything
+// else (the EVAL fallback when Redis lost a script) goes straight to the client. The
+// scripts and the reading of their answers stay their owners'.
+type pipedScripts struct {
+	redis.UniversalClient
+	pipe *Pipe
+}
+
+// EvalSha runs the call in the next pipeline and answers as the client would.
+func (p pipedScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if _, err := p.pipe.Go(ctx, cmd).Wait(ctx); err != nil {
+		failed := redis.NewCmd(ctx, cmdArgs...) // cmd may still be sent: leave it alone
+		failed.SetErr(err)
+		return failed
+	}
+	return cmd
+}

@@ -80,3 +80,71 @@ func TestPipeAnswersEachCommand(t *testing.T) {
 		t.Fatalf("a closed pipe answered %v, want ErrBatcherClosed", err)
 	}
 }
+
+// TestTopThroughPipeFollowsChanges: tops read through a pipe (parsed once per version)
+// show every change of the top, each limit cut from the same top, and a period Redis no
+// longer holds is not loaded.
+func TestTopThroughPipeFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := servers.NewRedis(t)
+	pipe := storage.NewPipe(rdb, 2*time.Second)
+	defer pipe.Close()
+	writer := storage.NewBoards(rdb, prefix, 10)
+	reader := storage.NewBoards(rdb, prefix, 10).WithPipe(pipe)
+	target := storage.Target{Board: "global", Period: "all_time"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	entry := func(user string, score int64) storage.EntryState {
+		return storage.EntryState{Board: "global", Period: "all_time", UserID: user, Score: score, SortKey: score, Version: 1, ReachedAt: at, UpdatedAt: at}
+	}
+	loaded := false
+	if _, err := writer.Load(ctx, target, func() ([]storage.EntryState, map[string]string, error) {
+		if loaded {
+			return nil, nil, nil
+		}
+		loaded = true
+		return []storage.EntryState{entry("alice", 42)}, nil, nil
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	users := func(limit int) string {
+		t.Helper()
+		top, err := reader.Top(ctx, "global", "all_time", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range top.Entries {
+			out = append(out, fmt.Sprintf("%s:%d", e.UserID, e.Score))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := users(10); got != "alice:42" {
+		t.Fatalf("top = %q", got)
+	}
+	for _, change := range []struct {
+		state storage.EntryState
+		want  string
+	}{
+		{entry("bob", 50), "bob:50 alice:42"},
+		{entry("carol", 45), "bob:50 carol:45 alice:42"},
+		{storage.EntryState{Board: "global", Period: "all_time", UserID: "alice", Score: 60, SortKey: 60, Version: 2, ReachedAt: at, UpdatedAt: at}, "alice:60 bob:50 carol:45"},
+	} {
+		if _, _, err := writer.Apply(ctx, target, []storage.EntryState{change.state}, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second read finds the top unchanged
+			if got := users(10); got != change.want {
+				t.Fatalf("after %s: top = %q, want %q", change.state.UserID, got, change.want)
+			}
+		}
+		if got := users(1); got != strings.Fields(change.want)[0] {
+			t.Fatalf("after %s: top 1 = %q", change.state.UserID, got)
+		}
+	}
+	if err := rdb.Del(ctx, prefix+":{global}:all_time:top").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Top(ctx, "global", "all_time", 10); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Fatalf("a top Redis lost: %v, want ErrNotLoaded", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,11 +65,24 @@ type Boards struct {
 	rdb    redis.UniversalClient
 	prefix string
 	topN   int
+	// reads runs the read scripts of Top and User: rdb, or a Pipe (WithPipe).
+	reads redis.Scripter
+	// tops keeps the tops read last, parsed, by key: a read whose top has not changed
+	// since gets its version and time from Redis, not its body.
+	tops *topCache
 }
 
 // NewBoards returns the Redis store; topN is the size of each board's cached top.
 func NewBoards(rdb redis.UniversalClient, prefix string, topN int) *Boards {
-	return &Boards{rdb: rdb, prefix: prefix, topN: topN}
+	return &Boards{rdb: rdb, prefix: prefix, topN: topN, reads: rdb, tops: newTopCache()}
+}
+
+// WithPipe returns the store with its Top and User reads sent through pipe, in pipelines
+// shared with other requests' commands.
+func (b *Boards) WithPipe(pipe *Pipe) *Boards {
+	c := *b
+	c.reads = pipedScripts{UniversalClient: b.rdb, pipe: pipe}
+	return &c
 }
 
 // TopN is the size of the cached top.
@@ -163,29 +177,73 @@ func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]Ent
 }
 
 // Top returns the cached top of a board period, limited to limit entries, or
-// ErrNotLoaded.
+// ErrNotLoaded. The top is parsed once per version: Redis sends its body only when it is
+// not the one read last.
 func (b *Boards) Top(ctx context.Context, board, period string, limit int) (Top, error) {
-	res, err := b.rdb.HMGet(ctx, b.keys(board, period).top, "version", "updated", "body").Result()
+	k := b.keys(board, period).top
+	known, cached := b.tops.get(k)
+	res, err := topReadScript.Run(ctx, b.reads, []string{k}, known.version, known.updated).Slice()
+	if errors.Is(err, redis.Nil) {
+		return Top{}, ErrNotLoaded
+	}
 	if err != nil {
 		return Top{}, redisErr("read top", err)
 	}
-	if res[0] == nil {
-		return Top{}, ErrNotLoaded
-	}
-	top, err := parseTop(res[0], res[1], res[2])
-	if err != nil {
-		return Top{}, err
+	var top Top
+	if len(res) == 2 && cached {
+		top = known.top
+	} else {
+		if len(res) != 3 {
+			return Top{}, fmt.Errorf("read top: %d fields", len(res))
+		}
+		if top, err = parseTop(res[0], res[1], res[2]); err != nil {
+			return Top{}, err
+		}
+		b.tops.put(k, cachedTop{version: fmt.Sprint(res[0]), updated: fmt.Sprint(res[1]), top: top})
 	}
 	if limit >= 0 && len(top.Entries) > limit {
-		top.Entries = top.Entries[:limit]
+		top.Entries = top.Entries[:limit:limit]
 	}
 	return top, nil
+}
+
+// topCacheSize bounds the tops kept parsed (one per board period read; emptied when full).
+const topCacheSize = 4096
+
+// topCache holds parsed tops by key; their entries are shared and never changed.
+type topCache struct {
+	mu sync.RWMutex
+	m  map[string]cachedTop
+}
+
+// cachedTop is a top as parsed, with the version and time (as Redis spells them) it had.
+type cachedTop struct {
+	version, updated string
+	top              Top
+}
+
+func newTopCache() *topCache { return &topCache{m: map[string]cachedTop{}} }
+
+func (c *topCache) get(key string) (cachedTop, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.m[key]
+	return t, ok
+}
+
+func (c *topCache) put(key string, t cachedTop) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= topCacheSize {
+		clear(c.m)
+	}
+	c.m[key] = t
 }
 
 // User returns a user's entry with its 1-based rank, ErrNotFound, or ErrNotLoaded.
 func (b *Boards) User(ctx context.Context, board, period, userID string) (Entry, error) {
 	k := b.keys(board, period)
-	res, err := userScript.Run(ctx, b.rdb, []string{k.z, k.u, k.m, k.top}, userID).Result()
+	res, err := userScript.Run(ctx, b.reads, []string{k.z, k.u, k.m, k.top}, userID).Result()
 	if errors.Is(err, redis.Nil) {
 		return Entry{}, ErrNotFound
 	}

@@ -260,3 +260,13 @@ for _, user in ipairs(ARGV) do
 end
 return out
 `)
+
+// topReadScript reads a cached top: nil when the period is not loaded; {version, updated}
+// when they are ARGV's (the caller has that top already); else {version, updated, body}.
+// KEYS: top. ARGV: the version and updated the caller knows (empty for none).
+var topReadScript = redis.NewScript(`
+local m = redis.call('HMGET', KEYS[1], 'version', 'updated')
+if not m[1] then return false end
+if m[1] == ARGV[1] and m[2] == ARGV[2] then return {m[1], m[2]} end
+return {m[1], m[2], redis.call('HGET', KEYS[1], 'body') or ''}
+`)

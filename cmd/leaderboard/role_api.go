@@ -30,7 +30,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	}, d.logger)
 	ranks := storage.NewRanks(d.pool)
 	periods := lbhttp.NewPeriods(d.cfg, storage.NewSeasons(d.pool), d.now)
-	reads := lbhttp.NewReads(d.cfg, periods, d.boards, ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
+	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout) // reads, and the write path's value reads and rate limits
+	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
 		NextReset: periods.NextResetOf}, reads, d.reg)
 	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
@@ -54,7 +55,6 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
 	}, int64(d.cfg.MaxBacklog), time.Second, d.reg, d.logger)
 	g.Go(func() error { return backlog.Run(ctx) })
-	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout) // the write path's value reads and rate limits
 	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, pipe)
 	guard := lbhttp.NewGuard(d.cfg, backlog, limiter, bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
