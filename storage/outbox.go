@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -24,14 +24,15 @@ type Command struct {
 	Msg      *message.Message
 }
 
-// Outbox makes accepted commands durable with group commit: concurrent Accept calls of
-// a shard are gathered into one transaction that records their event ids in the request
-// log and inserts their messages into the shard's outbox table through the watermill-sql
-// publisher.
+// Outbox makes accepted commands durable with group commit: concurrent Accept calls are
+// gathered into one transaction that records their event ids in the request log and
+// inserts their messages into their shards' outbox tables (a user's shard is fixed, so its
+// commands keep their order) through the watermill-sql publisher.
 type Outbox struct {
 	db      *sql.DB
 	schema  OutboxSchema
-	shards  []*Batcher[Command, AcceptOutcome]
+	shards  int
+	batcher *Batcher[Command, AcceptOutcome]
 	logger  *slog.Logger
 	observe func(batch int, took time.Duration)
 }
@@ -45,51 +46,42 @@ type OutboxConfig struct {
 	Observe func(batch int, took time.Duration)
 }
 
-// NewOutbox starts one committing goroutine per shard. Close stops them.
+// outboxCommitters is how many transactions an Outbox has open at once. One: while it
+// commits, the next batch gathers (the fewer transactions, the fewer fsyncs and round
+// trips per command), and no two of its transactions wait on each other's request keys.
+const outboxCommitters = 1
+
+// NewOutbox starts the committing goroutine. Close stops it.
 func NewOutbox(db *sql.DB, schema OutboxSchema, cfg OutboxConfig, logger *slog.Logger) *Outbox {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
-	o := &Outbox{db: db, schema: schema, logger: logger, observe: cfg.Observe}
-	for shard := range cfg.Shards {
-		o.shards = append(o.shards, NewBatcher(1, cfg.MaxBatch, func(cmds []Command) []Result[AcceptOutcome] {
-			return o.commitBatch(shard, cmds)
-		}))
-	}
+	o := &Outbox{db: db, schema: schema, shards: max(cfg.Shards, 1), logger: logger, observe: cfg.Observe}
+	o.batcher = NewBatcher(outboxCommitters, cfg.MaxBatch, o.commitBatch)
 	return o
 }
 
 // Accept returns once the command is committed (Accepted), or found to be a retry
 // (Duplicate) or a reused event id (Conflict).
 func (o *Outbox) Accept(ctx context.Context, cmd Command) (AcceptOutcome, error) {
-	out, err := o.shards[ShardOf(cmd.UserID, len(o.shards))].Do(ctx, cmd)
+	out, err := o.batcher.Do(ctx, cmd)
 	if errors.Is(err, ErrBatcherClosed) {
 		return 0, fmt.Errorf("outbox: %w: shutting down", ErrUnavailable)
 	}
 	return out, err
 }
 
-// Queued returns how many commands wait for their shard's transaction.
-func (o *Outbox) Queued() int {
-	n := 0
-	for _, b := range o.shards {
-		n += b.Queued()
-	}
-	return n
-}
+// Queued returns how many commands wait for a transaction.
+func (o *Outbox) Queued() int { return o.batcher.Queued() }
 
-// Close stops accepting, commits what is queued and waits for the shards to finish.
-func (o *Outbox) Close() {
-	for _, b := range o.shards {
-		b.Close()
-	}
-}
+// Close stops accepting, commits what is queued and waits for the committer to finish.
+func (o *Outbox) Close() { o.batcher.Close() }
 
-func (o *Outbox) commitBatch(shard int, cmds []Command) []Result[AcceptOutcome] {
+func (o *Outbox) commitBatch(cmds []Command) []Result[AcceptOutcome] {
 	start := time.Now()
-	outcomes, err := o.commit(shard, cmds)
+	outcomes, err := o.commit(cmds)
 	if err != nil {
-		o.logger.Error("outbox commit failed", "shard", shard, "batch", len(cmds), "err", err)
+		o.logger.Error("outbox commit failed", "batch", len(cmds), "err", err)
 	} else if o.observe != nil {
 		o.observe(len(cmds), time.Since(start))
 	}
@@ -111,7 +103,7 @@ func (o *Outbox) commitBatch(shard int, cmds []Command) []Result[AcceptOutcome] 
 func (o *Outbox) AcceptWith(ctx context.Context, cmd Command, with func(ctx context.Context, tx *sql.Tx) error) (AcceptOutcome, error) {
 	var outcome AcceptOutcome
 	err := o.inTx(ctx, func(tx *sql.Tx) error {
-		outcomes, err := o.record(ctx, tx, ShardOf(cmd.UserID, len(o.shards)), []Command{cmd})
+		outcomes, err := o.record(ctx, tx, []Command{cmd})
 		if err != nil {
 			return err
 		}
@@ -147,32 +139,37 @@ func (o *Outbox) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error
 // commit is one transaction: the batch's requests are recorded, the first command of
 // each new (user, event id) is published to the outbox, and every other command is
 // answered from the request log.
-func (o *Outbox) commit(shard int, cmds []Command) (outcomes []AcceptOutcome, err error) {
+func (o *Outbox) commit(cmds []Command) (outcomes []AcceptOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = o.inTx(ctx, func(tx *sql.Tx) error {
-		outcomes, err = o.record(ctx, tx, shard, cmds)
+		outcomes, err = o.record(ctx, tx, cmds)
 		return err
 	})
 	return outcomes, err
 }
 
-// record records the commands' requests in tx and publishes the new ones to the shard's
-// outbox table.
-func (o *Outbox) record(ctx context.Context, tx *sql.Tx, shard int, cmds []Command) ([]AcceptOutcome, error) {
+// record records the commands' requests in tx and publishes the new ones to their shards'
+// outbox tables, waking the relays of those shards on commit.
+func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
 	outcomes, err := recordRequests(ctx, tx, cmds)
 	if err != nil {
 		return nil, err
 	}
-	var msgs []*message.Message
+	byShard := make([][]*message.Message, o.shards)
 	for i, c := range cmds {
 		if outcomes[i] == Accepted {
 			// The relay partitions by it, and its rewind and prune match (user, event id).
 			c.Msg.Metadata.Set(metaPartitionKey, c.UserID)
-			msgs = append(msgs, c.Msg)
+			shard := ShardOf(c.UserID, o.shards)
+			byShard[shard] = append(byShard[shard], c.Msg)
 		}
 	}
-	if len(msgs) > 0 {
+	var notify strings.Builder
+	for shard, msgs := range byShard {
+		if len(msgs) == 0 {
+			continue
+		}
 		// Plain messages (no forwarder envelope): the relay knows their topic.
 		pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: o.schema.Messages}, watermill.NopLogger{})
 		if err != nil {
@@ -181,7 +178,15 @@ func (o *Outbox) record(ctx context.Context, tx *sql.Tx, shard int, cmds []Comma
 		if err := pub.Publish(o.schema.Topic(shard), msgs...); err != nil {
 			return nil, unavailable("outbox: insert", err)
 		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, OutboxChannel, strconv.Itoa(shard)); err != nil {
+		if notify.Len() == 0 {
+			notify.WriteString("SELECT ")
+		} else {
+			notify.WriteString(", ")
+		}
+		fmt.Fprintf(&notify, "pg_notify($1, '%d')", shard)
+	}
+	if notify.Len() > 0 { // one statement for every shard written
+		if _, err := tx.ExecContext(ctx, notify.String(), OutboxChannel); err != nil {
 			return nil, unavailable("outbox: notify", err)
 		}
 	}

@@ -239,10 +239,21 @@ func TestOutboxConcurrentSameEventID(t *testing.T) {
 	}
 }
 
+// TestOutboxConcurrentAccepts: concurrent accepts of users on every shard, gathered into
+// shared transactions, land once each in their user's shard table, and every shard written
+// is woken.
 func TestOutboxConcurrentAccepts(t *testing.T) {
 	t.Parallel()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
+	listener, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(ctx, "LISTEN "+storage.OutboxChannel); err != nil {
+		t.Fatal(err)
+	}
 	const n = 200
 	errs := make([]error, n)
 	outcomes := make([]storage.AcceptOutcome, n)
@@ -281,6 +292,21 @@ func TestOutboxConcurrentAccepts(t *testing.T) {
 	}
 	if got := count(t, f.pool, `SELECT count(*) FROM score_requests`); got != n {
 		t.Errorf("score_requests has %d rows, want %d", got, n)
+	}
+	woken := map[string]bool{}
+	for len(woken) < testShards {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		note, err := listener.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("shards woken: %v, then %v", woken, err)
+		}
+		woken[note.Payload] = true
+	}
+	for shard := range testShards {
+		if !woken[fmt.Sprint(shard)] {
+			t.Errorf("shard %d was never woken (woken: %v)", shard, woken)
+		}
 	}
 }
 
