@@ -154,6 +154,14 @@ func TestRedisCluster(t *testing.T) {
 	must(429, "POST", "/v1/scores/increment", mintToken(t, "limited"), inc("x")) // still rate-limited
 	must(202, "POST", "/v1/scores/increment", srv, inc("q-1"))
 	must(429, "POST", "/v1/scores/increment", srv, inc("q-2"))
+	// The limited player's best (its writes were answered 202, not waited for) is applied
+	// before the consistency check compares PostgreSQL and Redis.
+	eventually(t, 20*time.Second, func() string {
+		if r := svc.do(t, "GET", "/v1/boards/global/users/limited", viewer, ""); r.status != 200 || num(r.body["score"]) != 10 {
+			return "limited's best: " + r.raw
+		}
+		return ""
+	})
 	// A ban, a rebuild and a consistency check.
 	must(200, "POST", "/admin/users/c6/ban?wait=true", admin, `{"reason": "test"}`)
 	if got := entryOrder(t, must(200, "GET", "/v1/boards/global/top", viewer, "")); strings.Contains(got, "c6") {
