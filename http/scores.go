@@ -214,16 +214,8 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 		NewScore         *int64          `json:"new_score,omitempty"`
 		ProcessedEventID string          `json:"processed_event_id,omitempty"`
 	}
-	echoID := ""
-	if sub.ClientEventID {
-		echoID = sub.EventID
-	}
 	incr := sub.Board.Operator == configs.OpIncr // increments also answer new_score and processed_event_id
 	switch {
-	case errors.Is(err, errValueOutOfRange):
-		s.metrics.accepts.WithLabelValues(sub.Board.ID, "rejected").Inc()
-		writeError(w, r, http.StatusBadRequest, "value_out_of_range", boundsMessage(sub.Board), echoID)
-		return
 	case errors.Is(err, errEventIDConflict):
 		s.metrics.accepts.WithLabelValues(sub.Board.ID, "conflict").Inc()
 		writeError(w, r, http.StatusConflict, "event_id_conflict", err.Error(), sub.EventID)

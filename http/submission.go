@@ -35,13 +35,9 @@ type ValueReads interface {
 	Read(ctx context.Context, k storage.ValueKey) storage.ValueRead
 }
 
-// Errors of a submission, mapped to answers by the handler.
-var (
-	// errEventIDConflict: the user's event id was accepted before with another body.
-	errEventIDConflict = errors.New("event_id was already used with a different body")
-	// errValueOutOfRange: the value (or delta) is outside the board's bounds.
-	errValueOutOfRange = errors.New("value outside the board's bounds")
-)
+// errEventIDConflict: the user's event id was accepted before with another body (a
+// submission's error, mapped to its answer by the handler).
+var errEventIDConflict = errors.New("event_id was already used with a different body")
 
 // submission is the use case "write a value to a board": it applies the board's rules,
 // fixes the period the write counts for, answers a value that changes nothing at once
@@ -97,14 +93,9 @@ type prepared struct {
 
 // Prepare fixes when a write happens and which periods it counts for, and starts reading
 // the value a best score is compared with ("unchanged?"), so that the read waits together
-// with the guard's rate limit, often in one pipeline. Its errors are errValueOutOfRange or
-// a dependency's.
+// with the guard's rate limit, often in one pipeline. The write's value is within its
+// boards' bounds (the handler refused it otherwise). Its errors are a dependency's.
 func (s submission) Prepare(ctx context.Context, w submit) (prepared, error) {
-	for _, b := range append([]configs.Board{w.Board}, w.Also...) {
-		if !b.InBounds(w.Value) {
-			return prepared{}, errValueOutOfRange
-		}
-	}
 	p := prepared{submit: w, at: s.now().UTC()}
 	var err error
 	if p.period, err = s.periods.Current(ctx, w.Board); err != nil {
@@ -118,7 +109,7 @@ func (s submission) Prepare(ctx context.Context, w submit) (prepared, error) {
 		}
 		p.also[i] = messages.BoardValue{Board: b.Key(), Period: period, Value: w.Value}
 	}
-	if s.value != nil && w.Board.Operator == configs.OpBest && len(w.Also) == 0 {
+	if s.value != nil && w.mayBeUnchanged() {
 		read := s.value.Read(ctx, storage.ValueKey{Board: w.Board.Key(), Period: p.period, UserID: w.UserID})
 		p.value = &read
 	}
@@ -133,7 +124,7 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 
 	// A value that leaves the entry as it is changes nothing: answer from Redis. When Redis
 	// cannot answer, the command is accepted and the projector decides.
-	if w.Board.Operator == configs.OpBest && len(w.Also) == 0 && p.mayBeUnchanged(ctx) {
+	if w.mayBeUnchanged() && p.valueMayBeUnchanged(ctx) {
 		if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && w.Board.Unchanged(cur.Score, w.Value) {
 			if !w.ClientEventID {
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
@@ -165,9 +156,15 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 	return outcome(seen, period, at)
 }
 
-// mayBeUnchanged tells from the entry's value alone (read ahead, pipelined) whether the
-// write may leave it as it is; only then is the whole entry read, for the answer's rank.
-func (p prepared) mayBeUnchanged(ctx context.Context) bool {
+// mayBeUnchanged tells whether the write can leave its entry as it is at all: a best score
+// on one board (an increment always changes it; a match point feeds more boards).
+func (w submit) mayBeUnchanged() bool {
+	return w.Board.Operator == configs.OpBest && len(w.Also) == 0
+}
+
+// valueMayBeUnchanged tells from the entry's value alone (read ahead, pipelined) whether
+// the write may leave it as it is; only then is the whole entry read, for the answer's rank.
+func (p prepared) valueMayBeUnchanged(ctx context.Context) bool {
 	if p.value == nil {
 		return true
 	}

@@ -15,9 +15,7 @@ import (
 // lost its scripts the limiter still answers (redis_rate falls back to EVAL).
 func TestLimiterSpendsExactBudget(t *testing.T) {
 	ctx := context.Background()
-	rdb, prefix := servers.NewRedis(t)
-	pipe := storage.NewPipe(rdb, 2*time.Second)
-	defer pipe.Close()
+	rdb, prefix, pipe := newTestPipe(t)
 	l := storage.NewLimiter(rdb, prefix, pipe)
 	t.Cleanup(func() { // redis_rate puts its own "rate:" before our prefix
 		rdb.Del(context.Background(), "rate:"+prefix+":{user:a}", "rate:"+prefix+":{user:b}")

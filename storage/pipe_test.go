@@ -14,14 +14,22 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
+// newTestPipe is a test's Redis (its keys under prefix, deleted after it) and a pipe on it,
+// closed after the test.
+func newTestPipe(t *testing.T) (*redis.Client, string, *storage.Pipe) {
+	t.Helper()
+	rdb, prefix := servers.NewRedis(t)
+	pipe := storage.NewPipe(rdb, 2*time.Second)
+	t.Cleanup(pipe.Close)
+	return rdb, prefix, pipe
+}
+
 // TestPipeAnswersEachCommand: concurrent commands sharing pipelines each get their own
 // answer; a command Redis refuses fails alone; value reads through the pipe see what the
 // board holds (and nothing for a user without an entry); a closed pipe refuses work.
 func TestPipeAnswersEachCommand(t *testing.T) {
 	ctx := context.Background()
-	rdb, prefix := servers.NewRedis(t)
-	pipe := storage.NewPipe(rdb, 2*time.Second)
-	defer pipe.Close()
+	rdb, prefix, pipe := newTestPipe(t)
 	if err := rdb.Set(ctx, prefix+":pipe:string", "x", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +94,7 @@ func TestPipeAnswersEachCommand(t *testing.T) {
 // longer holds is not loaded.
 func TestTopThroughPipeFollowsChanges(t *testing.T) {
 	ctx := context.Background()
-	rdb, prefix := servers.NewRedis(t)
-	pipe := storage.NewPipe(rdb, 2*time.Second)
-	defer pipe.Close()
+	rdb, prefix, pipe := newTestPipe(t)
 	writer := storage.NewBoards(rdb, prefix, 10)
 	reader := storage.NewBoards(rdb, prefix, 10).WithPipe(pipe)
 	target := storage.Target{Board: "global", Period: "all_time"}
