@@ -3,8 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
+	"time"
 )
 
 // Difference is one entry on which Redis and PostgreSQL disagree.
@@ -42,12 +41,12 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 	if rep.PostgresEntries, err = src.count(ctx, board, period); err != nil {
 		return rep, err
 	}
-	pipe := b.rdb.Pipeline()
-	hlen, zcard := pipe.HLen(ctx, k.u), pipe.ZCard(ctx, k.z)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return rep, redisErr("consistency: counts", err)
+	if rep.RedisEntries, err = b.recordCount(ctx, k.u); err != nil {
+		return rep, err
 	}
-	rep.RedisEntries, rep.RedisSorted = hlen.Val(), zcard.Val()
+	if rep.RedisSorted, err = b.rdb.ZCard(ctx, k.z).Result(); err != nil {
+		return rep, redisErr("consistency: count", err)
+	}
 	after := ""
 	for {
 		limit := 2000
@@ -84,31 +83,35 @@ func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *
 	for i, s := range states {
 		users[i] = s.UserID
 	}
-	pipe := b.rdb.Pipeline()
-	vals := pipe.HMGet(ctx, k.u, users...)
-	scores := make([]*redis.FloatCmd, len(states))
-	for i, s := range states {
-		scores[i] = pipe.ZScore(ctx, k.z, Member(s.UserID, s.ReachedAt))
+	args := make([]any, len(users))
+	for i, u := range users {
+		args[i] = u
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
+	if err != nil {
 		return redisErr("consistency: read", err)
+	}
+	if len(res) != 2*len(users) {
+		return fmt.Errorf("consistency: %d fields for %d users", len(res), len(users))
 	}
 	for i, s := range states {
 		rep.Checked++
 		want := fmt.Sprintf("%d/%d", s.Score, s.Version)
-		raw, _ := vals.Val()[i].(string)
-		if raw == "" {
+		rec, _ := res[2*i].(string)
+		if rec == "" {
 			rep.MissingInRedis++
 			rep.addDifference(Difference{UserID: s.UserID, Postgres: want})
 			continue
 		}
-		var score, version, updated int64
-		var member string
-		if _, err := fmt.Sscanf(raw, "%d|%d|%d|%s", &score, &version, &updated, &member); err != nil ||
-			score != s.Score || version != s.Version || member != Member(s.UserID, s.ReachedAt) ||
-			scores[i].Err() != nil || int64(scores[i].Val()) != s.SortKey {
+		sortKey, err := parseSortKey(res[2*i+1])
+		var st storedEntry
+		if err == nil {
+			st, err = decodeRecord(s.UserID, rec, sortKey)
+		}
+		if err != nil || st.score != s.Score || st.version != s.Version || st.member != redisMember(s.UserID, s.ReachedAt) ||
+			!st.updated.Equal(s.UpdatedAt.Truncate(time.Microsecond)) || int64(sortKey) != s.SortKey {
 			rep.Mismatched++
-			rep.addDifference(Difference{UserID: s.UserID, Postgres: want, Redis: fmt.Sprintf("%d/%d", score, version)})
+			rep.addDifference(Difference{UserID: s.UserID, Postgres: want, Redis: fmt.Sprintf("%d/%d", st.score, st.version)})
 		}
 	}
 	return nil

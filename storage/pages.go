@@ -40,7 +40,11 @@ func (b *Boards) Page(ctx context.Context, board, period string, after *Position
 	k := b.keys(board, period)
 	args := []any{size, 0, 0, ""}
 	if after != nil {
-		args = []any{size, 1, after.SortKey, after.Member}
+		member, err := after.redis()
+		if err != nil {
+			return nil, err
+		}
+		args = []any{size, 1, after.SortKey, member}
 	}
 	res, err := pageScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top}, args...).Result()
 	if err != nil {
@@ -109,26 +113,24 @@ func (b *Boards) Users(ctx context.Context, board, period string, userIDs []stri
 	return out, nil
 }
 
-// parseEntries reads the flat member, sort key, user hash, nick, metadata quintuples of
-// the entry scripts; the first has the 0-based rank first.
+// parseEntries reads the flat member, sort key, record, nick, metadata quintuples of the
+// entry scripts; the first has the 0-based rank first.
 func parseEntries(flat []any, first int64) ([]Entry, error) {
 	out := make([]Entry, 0, len(flat)/5)
 	for i := 0; i+5 <= len(flat); i += 5 {
 		member, _ := flat[i].(string)
-		sortKey, err1 := strconv.ParseFloat(fmt.Sprint(flat[i+1]), 64)
-		h, _ := flat[i+2].(string)
-		parts := strings.SplitN(h, "|", 4)
-		if len(parts) != 4 || err1 != nil {
-			return nil, fmt.Errorf("read entries: malformed entry %q", h)
+		rec, _ := flat[i+2].(string)
+		sortKey, err := parseSortKey(flat[i+1])
+		if err != nil || len(member) <= memberPrefixLen {
+			return nil, fmt.Errorf("read entries: malformed entry %q", member)
 		}
-		score, err2 := strconv.ParseInt(parts[0], 10, 64)
-		updated, err3 := strconv.ParseInt(parts[2], 10, 64)
-		if err := errors.Join(err2, err3); err != nil {
+		user := member[memberPrefixLen:]
+		st, err := decodeRecord(user, rec, sortKey)
+		if err != nil {
 			return nil, fmt.Errorf("read entries: %w", err)
 		}
-		_, user, _ := strings.Cut(member, ":")
-		e := Entry{Rank: first + int64(len(out)) + 1, UserID: user, Score: score, UpdatedAt: time.UnixMicro(updated).UTC(),
-			Position: Position{SortKey: int64(sortKey), Member: member}}
+		e := Entry{Rank: first + int64(len(out)) + 1, UserID: user, Score: st.score, UpdatedAt: st.updated,
+			Position: Position{SortKey: int64(sortKey), Member: positionMember(member)}}
 		e.NickName, _ = flat[i+3].(string)
 		if meta, _ := flat[i+4].(string); meta != "" {
 			e.Metadata = json.RawMessage(meta)

@@ -54,7 +54,7 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	defer stopRefresh()
 	go b.holdLock(lockCtx, k.rebuild, token)
 
-	if err := b.rdb.Del(ctx, k.zs, k.us, k.ns, k.ms).Err(); err != nil {
+	if err := dropScript.Run(ctx, b.rdb, []string{k.zs, k.us, k.ns, k.ms}).Err(); err != nil {
 		return RebuildResult{}, redisErr("rebuild: clear shadow", err)
 	}
 	res := RebuildResult{Board: t.Board, Period: t.Period}

@@ -181,3 +181,39 @@ func TestRebuildLock(t *testing.T) {
 		t.Fatal("the lock is held after the rebuild")
 	}
 }
+
+// TestRebuildDropsBucketsItNoLongerNeeds: Redis holds a big board PostgreSQL does not (say,
+// entries since removed); a rebuild leaves exactly PostgreSQL's entries, in as many buckets
+// as they need, and no bucket of the old board behind.
+func TestRebuildDropsBucketsItNoLongerNeeds(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	states := bigStates(2000, 1)
+	for start := 0; start < len(states); start += 500 {
+		f.apply(0, nil, states[start:start+500]...)
+	}
+	if n := len(f.bucketKeys("global", "all_time")); n < 20 {
+		t.Fatalf("2000 entries in %d buckets", n+1)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'pg-' || i, i, i, 1, now(), now() FROM generate_series(1, 10) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	ranks := storage.NewRanks(pool)
+	if _, err := f.boards.Rebuild(ctx, ranks, global); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.bucketKeys("global", "all_time"); len(left) != 0 {
+		t.Errorf("buckets left after the rebuild: %v", left)
+	}
+	if shadow, _ := f.rdb.Keys(ctx, f.prefix+":{global}:all_time:u~*").Result(); len(shadow) != 0 {
+		t.Errorf("shadow keys left after the rebuild: %v", shadow)
+	}
+	rep, err := f.boards.CheckConsistency(ctx, ranks, "global", "all_time", true, 0)
+	if err != nil || !rep.Consistent || rep.RedisEntries != 10 {
+		t.Fatalf("after the rebuild: %+v, %v", rep, err)
+	}
+}

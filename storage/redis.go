@@ -2,10 +2,10 @@ package storage
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +17,9 @@ import (
 // Redis layout, per board (the braces keep all of a board's keys in one cluster slot) and
 // period:
 //
-//	{prefix}:{board}:{period}:z    sorted set; member "<16 hex of MaxInt64-reached µs>:<user>", score = sort key
-//	{prefix}:{board}:{period}:u    hash user -> "value|version|updated µs|member"
+//	{prefix}:{board}:{period}:z    sorted set; member: 8 bytes of MaxInt64-reached µs, then the user; score = sort key
+//	{prefix}:{board}:{period}:u    hash user -> record (record.go); bucket 0 of the entry hashes
+//	{prefix}:{board}:{period}:u:i  bucket i > 0 of the entry hashes (redis_scripts.go), for bigger boards
 //	{prefix}:{board}:{period}:n    hash user -> nick name
 //	{prefix}:{board}:{period}:m    hash user -> metadata (JSON), for entries that have some
 //	{prefix}:{board}:{period}:top  hash version, digest, updated (µs), body: the cached top-N;
@@ -100,21 +101,16 @@ func (b *Boards) keys(board, period string) keys {
 		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver"}
 }
 
-// Member is the sorted-set member of a user's entry.
-func Member(userID string, reachedAt time.Time) string {
-	return fmt.Sprintf("%016x:%s", uint64(math.MaxInt64-reachedAt.UnixMicro()), userID)
-}
-
-// entryArgs appends the script arguments of entry states: user, value, sort key,
-// version, updated µs, member, nick name, metadata. A hidden or removed entry has no
-// member: the scripts delete it.
+// entryArgs appends the script arguments of entry states: user, record, sort key,
+// version, nick name, metadata. A hidden or removed entry has no record: the scripts
+// delete it.
 func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 	for _, s := range states {
-		member := ""
+		rec := ""
 		if !s.Hidden && !s.Removed {
-			member = Member(s.UserID, s.ReachedAt)
+			rec = entryRecord(s)
 		}
-		args = append(args, s.UserID, s.Score, s.SortKey, s.Version, s.UpdatedAt.UnixMicro(), member, nicks[s.UserID], string(s.Metadata))
+		args = append(args, s.UserID, rec, s.SortKey, s.Version, nicks[s.UserID], string(s.Metadata))
 	}
 	return args
 }
@@ -126,7 +122,7 @@ func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 // forward. It returns ErrNotLoaded, writing nothing, when the period is not loaded.
 func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
 	k := b.keys(t.Board, t.Period)
-	args := make([]any, 0, 5+8*len(states))
+	args := make([]any, 0, 5+6*len(states))
 	args = append(args, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds(), len(states))
 	args = entryArgs(args, states, nicks)
 	res, err := applyScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args...).Slice()
@@ -168,7 +164,7 @@ func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]Ent
 		if len(states) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 1+8*len(states))
+		args := make([]any, 0, 1+6*len(states))
 		args = append(args, len(states))
 		if err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Err(); err != nil {
 			return redisErr("load entries", err)
@@ -254,16 +250,19 @@ func (b *Boards) User(ctx context.Context, board, period, userID string) (Entry,
 	if !ok {
 		return Entry{}, ErrNotLoaded
 	}
-	parts := strings.SplitN(fields[0].(string), "|", 4)
-	if len(parts) != 4 {
-		return Entry{}, fmt.Errorf("read user: malformed entry %q", fields[0])
+	if len(fields) != 4 {
+		return Entry{}, fmt.Errorf("read user: %d fields", len(fields))
 	}
-	score, err1 := strconv.ParseInt(parts[0], 10, 64)
-	updated, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	sortKey, err := parseSortKey(fields[3])
+	if err != nil {
 		return Entry{}, fmt.Errorf("read user: %w", err)
 	}
-	e := Entry{Rank: fields[1].(int64) + 1, UserID: userID, Score: score, UpdatedAt: time.UnixMicro(updated).UTC()}
+	rec, _ := fields[0].(string)
+	st, err := decodeRecord(userID, rec, sortKey)
+	if err != nil {
+		return Entry{}, fmt.Errorf("read user: %w", err)
+	}
+	e := Entry{Rank: fields[1].(int64) + 1, UserID: userID, Score: st.score, UpdatedAt: st.updated}
 	if meta, _ := fields[2].(string); meta != "" {
 		e.Metadata = json.RawMessage(meta)
 	}
@@ -289,12 +288,16 @@ func parseTop(version, updated, body any) (Top, error) {
 		if len(f) != 5 {
 			return Top{}, fmt.Errorf("parse top: malformed line %q", line)
 		}
-		score, err1 := strconv.ParseInt(f[1], 10, 64)
-		upd, err2 := strconv.ParseInt(f[2], 10, 64)
+		sortKey, err1 := strconv.ParseFloat(f[1], 64)
+		rec, err2 := hex.DecodeString(f[2])
 		if err := errors.Join(err1, err2); err != nil {
 			return Top{}, fmt.Errorf("parse top: %w", err)
 		}
-		e := Entry{Rank: int64(i + 1), UserID: f[0], Score: score, UpdatedAt: time.UnixMicro(upd).UTC(), NickName: f[3]}
+		st, err := decodeRecord(f[0], string(rec), sortKey)
+		if err != nil {
+			return Top{}, fmt.Errorf("parse top: %w", err)
+		}
+		e := Entry{Rank: int64(i + 1), UserID: f[0], Score: st.score, UpdatedAt: st.updated, NickName: f[3]}
 		if f[4] != "" {
 			e.Metadata = json.RawMessage(f[4])
 		}
@@ -342,14 +345,20 @@ func NewValueReader(b *Boards, pipe *Pipe) *ValueReader {
 
 // Read queues the read of one entry's value and returns at once; Wait gets it.
 func (v *ValueReader) Read(ctx context.Context, k ValueKey) ValueRead {
-	cmd := redis.NewStringCmd(ctx, "hget", v.boards.keys(k.Board, k.Period).u, k.UserID)
-	return ValueRead{cmd: cmd, done: v.pipe.Go(ctx, cmd)}
+	keys := v.boards.keys(k.Board, k.Period)
+	r := ValueRead{boards: v.boards, key: k, z: keys.z, u: keys.u}
+	r.cmd = redis.NewCmd(ctx, "evalsha", recordsScript.Hash(), 2, keys.z, keys.u, k.UserID)
+	r.done = v.pipe.Go(ctx, r.cmd)
+	return r
 }
 
 // ValueRead is a value on its way from Redis.
 type ValueRead struct {
-	cmd  *redis.StringCmd
-	done Pending[struct{}]
+	boards *Boards
+	key    ValueKey
+	z, u   string
+	cmd    *redis.Cmd
+	done   Pending[struct{}]
 }
 
 // Wait waits for the value (once).
@@ -357,16 +366,42 @@ func (r ValueRead) Wait(ctx context.Context) (Value, error) {
 	if _, err := r.done.Wait(ctx); err != nil {
 		return Value{}, redisErr("read value", err)
 	}
-	h, err := r.cmd.Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return Value{}, nil
-	case err != nil:
+	res, err := r.cmd.Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis lost its scripts (a restart, SCRIPT FLUSH): EVAL loads it again.
+		res, err = recordsScript.Run(ctx, r.boards.rdb, []string{r.z, r.u}, r.key.UserID).Slice()
+	}
+	if err != nil {
 		return Value{}, redisErr("read value", err)
 	}
-	score, _, _ := strings.Cut(h, "|")
-	if v, err := strconv.ParseInt(score, 10, 64); err == nil {
-		return Value{Score: v, OK: true}, nil
+	vals, err := decodeRecords([]string{r.key.UserID}, res)
+	if err != nil || vals[0] == nil {
+		return Value{}, err
 	}
-	return Value{}, nil
+	return Value{Score: vals[0].score, OK: true}, nil
+}
+
+// decodeRecords reads recordsScript's answer for users: nil for those without an entry (or
+// whose sorted-set member is missing: CheckConsistency looks at that).
+func decodeRecords(users []string, res []any) ([]*storedEntry, error) {
+	if len(res) != 2*len(users) {
+		return nil, fmt.Errorf("read records: %d fields for %d users", len(res), len(users))
+	}
+	out := make([]*storedEntry, len(users))
+	for i, user := range users {
+		rec, _ := res[2*i].(string)
+		if rec == "" || res[2*i+1] == "" {
+			continue
+		}
+		sortKey, err := parseSortKey(res[2*i+1])
+		if err != nil {
+			return nil, fmt.Errorf("read records: %s: %w", user, err)
+		}
+		st, err := decodeRecord(user, rec, sortKey)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &st
+	}
+	return out, nil
 }

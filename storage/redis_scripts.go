@@ -5,24 +5,107 @@ import "github.com/redis/go-redis/v9"
 // The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board (one
 // hash tag, so one cluster slot); see redis.go for the key layout.
 
-// upsertLua defines upsert(z, u, n, m, topN, ...): the version-guarded write of one
-// absolute entry state. It returns whether the entry changed within the first topN ranks
-// (before or after the write: the cached top-N may change; topN 0: never asked), and
-// whether the top would show something new about the user (a nick name or metadata). A
-// state without a member is an entry that is gone (its user banned, or removed by an
-// admin): the entry is deleted unless Redis holds a newer version.
+// entryHashesLua defines the entry hashes of a board period: user -> record (record.go),
+// spread over buckets by linear hashing so that each stays small enough for Redis's compact
+// listpack encoding (hash-max-listpack-entries, 128 by default). Bucket 0 is the key u
+// itself, bucket i > 0 is u:i; field "" of bucket 0 (never a user id) holds the state
+// "level|split|deadline ms". A user's bucket is h mod 2^level, or h mod 2^(level+1) when
+// that is below split (h: 32-bit FNV-1a of the user id). When a new entry takes the
+// board past bucketLoad entries per bucket, bucket split moves the entries that belong to
+// split + 2^level there, and split moves on; a small board keeps one bucket. Every bucket
+// lives until at least the deadline (0: no lifetime set); see expire.
+const entryHashesLua = `
+local bucketLoad = 40
+local function userHash(user)
+  local h = 2166136261
+  for i = 1, #user do
+    h = bit.bxor(h, string.byte(user, i)) % 4294967296
+    h = (bit.lshift(h, 24) % 4294967296 + h * 403) % 4294967296
+  end
+  return h
+end
+local function hashes(u)
+  local o = {u = u, level = 0, split = 0, deadline = 0, touched = {}}
+  local st = redis.call('HGET', u, '')
+  if st then
+    local l, s, d = string.match(st, '^(%d+)|(%d+)|(%d+)$')
+    o.level, o.split, o.deadline = tonumber(l), tonumber(s), tonumber(d)
+  end
+  return o
+end
+local function saveHashes(o)
+  redis.call('HSET', o.u, '', o.level .. '|' .. o.split .. '|' .. string.format('%d', o.deadline))
+end
+local function bucketCount(o) return 2 ^ o.level + o.split end
+local function bucketKey(o, i)
+  if i == 0 then return o.u end
+  return o.u .. ':' .. string.format('%d', i)
+end
+local function bucketIndex(o, h)
+  local i = h % (2 ^ o.level)
+  if i < o.split then i = h % (2 ^ (o.level + 1)) end
+  return i
+end
+local function bucketOf(o, user) return bucketKey(o, bucketIndex(o, userHash(user))) end
+-- grow splits one bucket when the board holds more than bucketLoad entries per bucket.
+local function grow(o, entries)
+  if entries <= bucketLoad * bucketCount(o) then return end
+  local from, to = bucketKey(o, o.split), bucketKey(o, o.split + 2 ^ o.level)
+  local all = redis.call('HGETALL', from)
+  local moved, names = {}, {}
+  for k = 1, #all, 2 do
+    if all[k] ~= '' and userHash(all[k]) % (2 ^ (o.level + 1)) ~= o.split then
+      moved[#moved + 1] = all[k]
+      moved[#moved + 1] = all[k + 1]
+      names[#names + 1] = all[k]
+    end
+  end
+  if #names > 0 then
+    redis.call('HSET', to, unpack(moved))
+    redis.call('HDEL', from, unpack(names))
+    o.touched[to] = true
+  end
+  o.split = o.split + 1
+  if o.split == 2 ^ o.level then
+    o.level, o.split = o.level + 1, 0
+  end
+  saveHashes(o)
+end
+-- recVersion reads the version of a record (a uvarint after the 8-byte member prefix).
+local function recVersion(rec)
+  local v, mult = 0, 1
+  for i = 9, #rec do
+    local b = string.byte(rec, i)
+    if b < 128 then return v + b * mult end
+    v, mult = v + (b - 128) * mult, mult * 128
+  end
+  return v
+end
+local function recMember(rec, user) return string.sub(rec, 1, 8) .. user end
+local function hex(s)
+  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+`
+
+// upsertLua defines upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta): the
+// version-guarded write of one absolute entry state (o: the entry hashes). It returns
+// whether the entry changed within the first topN ranks (before or after the write: the
+// cached top-N may change; topN 0: never asked), and whether the top would show something
+// new about the user (a nick name or metadata). A state without a record is an entry that
+// is gone (its user banned, or removed by an admin): the entry is deleted unless Redis
+// holds a newer version.
 const upsertLua = `
 local function inTop(z, member, topN)
-  if topN == 0 or member == '' then return false end
+  if topN == 0 then return false end
   local r = redis.call('ZREVRANK', z, member)
   return r ~= false and r ~= nil and r < topN
 end
-local function upsert(z, u, n, m, topN, user, score, sortkey, version, updated, member, nick, meta)
-  if member == '' then
-    local cur = redis.call('HGET', u, user)
-    if not cur then return false, false end
-    local _, cv, _, cm = string.match(cur, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-    if tonumber(cv) >= version then return false, false end
+local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
+  local u = bucketOf(o, user)
+  local cur = redis.call('HGET', u, user)
+  if rec == '' then
+    if not cur or recVersion(cur) >= version then return false, false end
+    local cm = recMember(cur, user)
     local was = inTop(z, cm, topN)
     redis.call('ZREM', z, cm)
     redis.call('HDEL', u, user)
@@ -35,11 +118,11 @@ local function upsert(z, u, n, m, topN, user, score, sortkey, version, updated, 
     redis.call('HSET', n, user, nick)
     renamed = true
   end
-  local cur = redis.call('HGET', u, user)
+  local member = recMember(rec, user)
   local was = false
   if cur then
-    local _, cv, _, cm = string.match(cur, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-    if tonumber(cv) >= version then
+    local cm = recMember(cur, user)
+    if recVersion(cur) >= version then
       return renamed and inTop(z, cm, topN), renamed
     end
     was = inTop(z, cm, topN)
@@ -48,25 +131,27 @@ local function upsert(z, u, n, m, topN, user, score, sortkey, version, updated, 
     end
   end
   redis.call('ZADD', z, sortkey, member)
-  redis.call('HSET', u, user, score .. '|' .. version .. '|' .. updated .. '|' .. member)
+  redis.call('HSET', u, user, rec)
+  o.touched[u] = true
   if meta == '' then
     if redis.call('HDEL', m, user) == 1 then renamed = true end
   elseif redis.call('HGET', m, user) ~= meta then
     redis.call('HSET', m, user, meta)
     renamed = true
   end
+  if not cur then grow(o, redis.call('ZCARD', z)) end
   return was or inTop(z, member, topN), renamed
 end
 `
 
-// topLua defines refreshTop(z, u, n, m, top, ver, topN, minVersion, now, force): it
+// topLua defines refreshTop(z, o, n, m, top, ver, topN, minVersion, now, force): it
 // recomputes the cached top-N and, when its members or their order changed (or force is
 // set: a nick name or metadata changed), gives it the next version of the board (the
 // board-wide counter ver, so versions rise across periods too, never below minVersion).
-// It returns {changed, version, updated, body}; a body line is user TAB score TAB updated
-// TAB nick TAB metadata.
+// It returns {changed, version, updated, body}; a body line is user TAB sort key TAB
+// record (hex) TAB nick TAB metadata.
 const topLua = `
-local function refreshTop(z, u, n, m, topKey, ver, topN, minVersion, now, force)
+local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
   local digest = table.concat(top, ',')
   local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated', 'body')
@@ -76,12 +161,11 @@ local function refreshTop(z, u, n, m, topKey, ver, topN, minVersion, now, force)
   end
   local lines = {}
   for k = 1, #top, 2 do
-    local user = string.sub(top[k], 18)
-    local h = redis.call('HGET', u, user) or ''
-    local score, _, upd = string.match(h, '^([^|]*)|([^|]*)|([^|]*)|')
+    local user = string.sub(top[k], 9)
+    local rec = redis.call('HGET', bucketOf(o, user), user) or ''
     local nick = redis.call('HGET', n, user) or ''
     local md = redis.call('HGET', m, user) or ''
-    lines[#lines + 1] = user .. '\t' .. (score or '0') .. '\t' .. (upd or '0') .. '\t' .. nick .. '\t' .. md
+    lines[#lines + 1] = user .. '\t' .. top[k + 1] .. '\t' .. hex(rec) .. '\t' .. nick .. '\t' .. md
   end
   local body = table.concat(lines, '\n')
   local version = math.max(redis.call('INCR', ver), minVersion, curVersion + 1)
@@ -91,17 +175,29 @@ local function refreshTop(z, u, n, m, topKey, ver, topN, minVersion, now, force)
 end
 `
 
-// expireLua defines expire(topKey, ver, ttl, first, last): a period's keys live ttl ms
-// after the last write (0: forever); the top, whose presence marks a loaded period, goes a
-// second before the rest, so no reader sees a top over missing entries. The board's version
-// counter ver lives as long as the longest-lived of its periods, so a board whose periods
-// all expire (a finished match) leaves nothing behind; versions still rise after that, as
-// loads start above PostgreSQL's history.
+// expireLua defines expire(o, others, topKey, ver, ttl, now, sweep): a period's keys live
+// ttl ms after the last write (0: forever). The keys in others (z, n, m) and the buckets
+// written get the whole ttl; every bucket gets it when sweep is set or when the deadline
+// that all buckets are known to live until is less than half a ttl away, which keeps a
+// big board from touching each of its buckets on every write. The top, whose presence
+// marks a loaded period, goes a second before that deadline (so between half a ttl and a
+// ttl after the last write), so no reader sees a top over missing entries. The board's
+// version counter ver lives as long as the longest-lived of its periods, so a board whose
+// periods all expire (a finished match) leaves nothing behind; versions still rise after
+// that, as loads start above PostgreSQL's history. now is in µs.
 const expireLua = `
-local function expire(topKey, ver, ttl, first, last)
+local function expire(o, others, topKey, ver, ttl, now, sweep)
   if ttl <= 0 then return end
-  for k = first, last do redis.call('PEXPIRE', KEYS[k], ttl) end
-  redis.call('PEXPIRE', topKey, math.max(ttl - 1000, 1))
+  now = math.floor(now / 1000)
+  for _, k in ipairs(others) do redis.call('PEXPIRE', k, ttl) end
+  if sweep or o.deadline - now < ttl / 2 then
+    o.deadline = now + ttl
+    saveHashes(o)
+    for i = 0, bucketCount(o) - 1 do redis.call('PEXPIRE', bucketKey(o, i), ttl) end
+  else
+    for k in pairs(o.touched) do redis.call('PEXPIRE', k, ttl) end
+  end
+  redis.call('PEXPIRE', topKey, math.max(math.min(o.deadline - now, ttl) - 1000, 1))
   if redis.call('PTTL', ver) < ttl then redis.call('PEXPIRE', ver, ttl) end
 end
 `
@@ -112,41 +208,44 @@ end
 // and returns {-2} when the board is not loaded (no top): the caller loads it from
 // PostgreSQL.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver.
-// ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, score, sortkey,
-// version, updated µs, member, nick, metadata).
-var applyScript = redis.NewScript(upsertLua + topLua + expireLua + `
+// ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, record, sortkey,
+// version, nick, metadata).
+var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return {-2} end
 local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local rebuilding = redis.call('EXISTS', KEYS[6]) == 1
+local live = hashes(KEYS[2])
+local shadow
+if redis.call('EXISTS', KEYS[6]) == 1 then shadow = hashes(KEYS[8]) end
 local touched, renamed = false, false
 local i = 6
 for _ = 1, count do
-  local user, score, sortkey, version, updated, member, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
-  i = i + 8
-  local inside, named = upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], topN, user, score, sortkey, version, updated, member, nick, meta)
+  local user, rec, sortkey, version, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5]
+  i = i + 6
+  local inside, named = upsert(KEYS[1], live, KEYS[3], KEYS[4], topN, user, rec, sortkey, version, nick, meta)
   if inside then
     touched = true
     if named then renamed = true end
   end
-  if rebuilding then upsert(KEYS[7], KEYS[8], KEYS[9], KEYS[10], 0, user, score, sortkey, version, updated, member, nick, meta) end
+  if shadow then upsert(KEYS[7], shadow, KEYS[9], KEYS[10], 0, user, rec, sortkey, version, nick, meta) end
 end
-expire(KEYS[5], KEYS[11], ttl, 1, 4)
+expire(live, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], ttl, tonumber(now), false)
 if not touched then
   local meta = redis.call('HMGET', KEYS[5], 'version', 'updated')
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
-return refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
+return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
 `)
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
 // meanwhile win) into a board's keys: the live ones when loading on demand, the shadow
 // ones during a rebuild. KEYS: z, u, n, m. ARGV: count, then entries as apply's.
-var loadScript = redis.NewScript(upsertLua + `
+var loadScript = redis.NewScript(entryHashesLua + upsertLua + `
 local count = tonumber(ARGV[1])
+local o = hashes(KEYS[2])
 local i = 2
 for _ = 1, count do
-  upsert(KEYS[1], KEYS[2], KEYS[3], KEYS[4], 0, ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7])
-  i = i + 8
+  upsert(KEYS[1], o, KEYS[3], KEYS[4], 0, ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
+  i = i + 6
 end
 return count
 `)
@@ -154,54 +253,88 @@ return count
 // sealScript ends a load on demand: it computes the top (which marks the board loaded)
 // with a new version and sets the keys' lifetime.
 // KEYS: z, u, n, m, top, ver. ARGV: topN, minVersion, now µs, ttl ms.
-var sealScript = redis.NewScript(topLua + expireLua + `
-local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(KEYS[5], KEYS[6], tonumber(ARGV[4]), 1, 4)
+var sealScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
+local o = hashes(KEYS[2])
+local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
+expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[4]), tonumber(ARGV[3]), true)
 return res
+`)
+
+// dropScript deletes a board period's entries: its sorted set, every bucket of its entry
+// hashes, its nick names and metadata. KEYS: z, u, n, m.
+var dropScript = redis.NewScript(entryHashesLua + `
+local o = hashes(KEYS[2])
+for i = 1, bucketCount(o) - 1 do redis.call('DEL', bucketKey(o, i)) end
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 `)
 
 // swapScript replaces the live board with the shadow one in one step, ends the rebuild
 // and refreshes the top with a new version. It does nothing and returns {-1} unless the
 // rebuild marker still holds the caller's token.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver. ARGV: topN, minVersion, now µs, token, ttl ms.
-var swapScript = redis.NewScript(topLua + expireLua + `
+var swapScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
 if redis.call('GET', KEYS[6]) ~= ARGV[4] then return {-1, 0} end
-for k = 1, 4 do
+for _, k in ipairs({1, 3, 4}) do
   if redis.call('EXISTS', KEYS[k + 6]) == 1 then
     redis.call('RENAME', KEYS[k + 6], KEYS[k])
   else
     redis.call('DEL', KEYS[k])
   end
 end
+local live, shadow = hashes(KEYS[2]), hashes(KEYS[8])
+local nl, ns = bucketCount(live), bucketCount(shadow)
+for i = 0, math.max(nl, ns) - 1 do
+  local from, to = bucketKey(shadow, i), bucketKey(live, i)
+  if i < ns and redis.call('EXISTS', from) == 1 then
+    redis.call('RENAME', from, to)
+  else
+    redis.call('DEL', to)
+  end
+end
 redis.call('DEL', KEYS[6])
-local res = refreshTop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(KEYS[5], KEYS[11], tonumber(ARGV[5]), 1, 4)
+local o = hashes(KEYS[2])
+local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
+expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], tonumber(ARGV[5]), tonumber(ARGV[3]), true)
 return res
 `)
 
-// userScript returns {"score|version|updated|member", zero-based rank, metadata}, false
-// when the user has no entry, or -1 when the board is not loaded.
+// userScript returns {record, zero-based rank, metadata, sort key}, false when the user has
+// no entry, or -1 when the board is not loaded.
 // KEYS: z, u, m, top.
-var userScript = redis.NewScript(`
+var userScript = redis.NewScript(entryHashesLua + `
 if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
-local h = redis.call('HGET', KEYS[2], ARGV[1])
-if not h then return false end
-local member = string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$')
+local rec = redis.call('HGET', bucketOf(hashes(KEYS[2]), ARGV[1]), ARGV[1])
+if not rec then return false end
+local member = recMember(rec, ARGV[1])
 local rank = redis.call('ZREVRANK', KEYS[1], member)
 if not rank then return false end
-return {h, rank, redis.call('HGET', KEYS[3], ARGV[1]) or ''}
+return {rec, rank, redis.call('HGET', KEYS[3], ARGV[1]) or '', redis.call('ZSCORE', KEYS[1], member)}
 `)
 
-// entriesLua defines entries(u, n, m, list): for members returned WITHSCORES, the flat
-// array member, sort key, "value|version|updated|member", nick name, metadata of each.
+// recordsScript returns, for each user in ARGV, its record and sort key (two empty
+// strings when it has no entry). It reads whatever is there, loaded or not. KEYS: z, u.
+var recordsScript = redis.NewScript(entryHashesLua + `
+local o = hashes(KEYS[2])
+local out = {}
+for _, user in ipairs(ARGV) do
+  local rec = redis.call('HGET', bucketOf(o, user), user)
+  local score = rec and redis.call('ZSCORE', KEYS[1], recMember(rec, user))
+  out[#out + 1] = rec or ''
+  out[#out + 1] = score or ''
+end
+return out
+`)
+
+// entriesLua defines entries(o, n, m, list): for members returned WITHSCORES, the flat
+// array member, sort key, record, nick name, metadata of each.
 const entriesLua = `
-local function entries(u, n, m, list)
+local function entries(o, n, m, list)
   local out = {}
   for k = 1, #list, 2 do
-    local user = string.sub(list[k], 18)
+    local user = string.sub(list[k], 9)
     out[#out + 1] = list[k]
     out[#out + 1] = list[k + 1]
-    out[#out + 1] = redis.call('HGET', u, user) or ''
+    out[#out + 1] = redis.call('HGET', bucketOf(o, user), user) or ''
     out[#out + 1] = redis.call('HGET', n, user) or ''
     out[#out + 1] = redis.call('HGET', m, user) or ''
   end
@@ -215,7 +348,7 @@ end
 // puts the cursor member at the cursor's sort key for the moment it reads the rank, then
 // restores it (a script runs atomically: nobody sees it).
 // KEYS: z, u, n, m, top. ARGV: size, has cursor (0/1), cursor sort key, cursor member.
-var pageScript = redis.NewScript(entriesLua + `
+var pageScript = redis.NewScript(entryHashesLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
 local size, start = tonumber(ARGV[1]), 0
 if ARGV[2] == '1' then
@@ -224,37 +357,39 @@ if ARGV[2] == '1' then
   start = redis.call('ZREVRANK', KEYS[1], ARGV[4]) + 1
   if old then redis.call('ZADD', KEYS[1], old, ARGV[4]) else redis.call('ZREM', KEYS[1], ARGV[4]) end
 end
-return {start, entries(KEYS[2], KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], start, start + size - 1, 'WITHSCORES'))}
+return {start, entries(hashes(KEYS[2]), KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], start, start + size - 1, 'WITHSCORES'))}
 `)
 
 // aroundScript returns the entries from n places above a user to n below, in rank order:
 // {first rank (0-based), entries, the user's rank}; false when the user has no entry, -1
 // when the board is not loaded. KEYS: z, u, n, m, top. ARGV: user, n.
-var aroundScript = redis.NewScript(entriesLua + `
+var aroundScript = redis.NewScript(entryHashesLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
-local h = redis.call('HGET', KEYS[2], ARGV[1])
-if not h then return false end
-local rank = redis.call('ZREVRANK', KEYS[1], string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$'))
+local o = hashes(KEYS[2])
+local rec = redis.call('HGET', bucketOf(o, ARGV[1]), ARGV[1])
+if not rec then return false end
+local rank = redis.call('ZREVRANK', KEYS[1], recMember(rec, ARGV[1]))
 if not rank then return false end
 local from = math.max(0, rank - tonumber(ARGV[2]))
-return {from, entries(KEYS[2], KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], from, rank + tonumber(ARGV[2]), 'WITHSCORES')), rank}
+return {from, entries(o, KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], from, rank + tonumber(ARGV[2]), 'WITHSCORES')), rank}
 `)
 
 // usersScript returns the entries of the given users that have one: a flat array of rank
 // (0-based) followed by the entry fields, for each; -1 when the board is not loaded.
 // KEYS: z, u, n, m, top. ARGV: user ids.
-var usersScript = redis.NewScript(entriesLua + `
+var usersScript = redis.NewScript(entryHashesLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
+local o = hashes(KEYS[2])
 local out = {}
 for _, user in ipairs(ARGV) do
-  local h = redis.call('HGET', KEYS[2], user)
-  if h then
-    local member = string.match(h, '^[^|]*|[^|]*|[^|]*|(.*)$')
+  local rec = redis.call('HGET', bucketOf(o, user), user)
+  if rec then
+    local member = recMember(rec, user)
     local rank = redis.call('ZREVRANK', KEYS[1], member)
     local score = redis.call('ZSCORE', KEYS[1], member)
     if rank then
       out[#out + 1] = rank
-      for _, v in ipairs(entries(KEYS[2], KEYS[3], KEYS[4], {member, score})) do out[#out + 1] = v end
+      for _, v in ipairs(entries(o, KEYS[3], KEYS[4], {member, score})) do out[#out + 1] = v end
     end
   end
 end

@@ -185,11 +185,25 @@ func TestBoardsMovedMemberIsNotDuplicated(t *testing.T) {
 	if n := f.zcard(); n != 3 {
 		t.Errorf("ZCARD = %d, want 3 (one member per user)", n)
 	}
-	old, err := f.rdb.ZScore(testContext(t), f.prefix+":{global}:all_time:z", storage.Member("a", at(10))).Result()
-	if !errors.Is(err, redis.Nil) {
-		t.Errorf("the replaced member of a is still there (score %v, err %v)", old, err)
+	members, err := f.rdb.ZRange(testContext(t), f.prefix+":{global}:all_time:z", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := map[string]int{}
+	for _, m := range members {
+		users[m[8:]]++ // after the 8-byte time prefix (redis.go)
+	}
+	if users["a"] != 1 || users["b"] != 1 || users["c"] != 1 {
+		t.Errorf("sorted-set members by user = %v, want one each of a, b, c", users)
 	}
 	f.checkOrder("a", "c", "b")
+	page, err := f.boards.Page(testContext(t), "global", "all_time", nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page[0].UserID != "a" || page[0].Position.Member != storage.Member("a", at(5)) {
+		t.Errorf("first entry %s at %q, want a at %q (its last reach time)", page[0].UserID, page[0].Position.Member, storage.Member("a", at(5)))
+	}
 	if top := f.top(10); len(top.Entries) != 3 {
 		t.Errorf("Top has %d entries, want 3", len(top.Entries))
 	}

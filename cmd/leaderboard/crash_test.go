@@ -181,9 +181,8 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 			t.Errorf("%s: entry %d, history max %d, best acknowledged %d", user, score, histMax, best[user])
 		}
 		eventually(t, 20*time.Second, func() string {
-			h := env.rdb.HGet(ctx, env.prefix+":{global}:all_time:u", user).Val()
-			if !strings.HasPrefix(h, fmt.Sprintf("%d|", score)) {
-				return fmt.Sprintf("redis %s = %q, postgres %d", user, h, score)
+			if v := storedValue(t, env, "global", "all_time", user); !v.OK || v.Score != score {
+				return fmt.Sprintf("redis %s = %+v, postgres %d", user, v, score)
 			}
 			return ""
 		})
@@ -245,9 +244,8 @@ func checkMatchPoints(t *testing.T, env *testEnv, points []matchPoint) {
 			seasons[user] += score
 		}
 		eventually(t, 20*time.Second, func() string {
-			h := env.rdb.HGet(ctx, env.prefix+":{"+board+"}:"+period+":u", user).Val()
-			if !strings.HasPrefix(h, fmt.Sprintf("%d|", score)) {
-				return fmt.Sprintf("redis %s %s %s = %q, postgres %d", board, period, user, h, score)
+			if v := storedValue(t, env, board, period, user); !v.OK || v.Score != score {
+				return fmt.Sprintf("redis %s %s %s = %+v, postgres %d", board, period, user, v, score)
 			}
 			return ""
 		})

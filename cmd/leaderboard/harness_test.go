@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/openleaderboard/leaderboard/storage"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -348,4 +349,24 @@ func mustConfig(t *testing.T, e *testEnv) configs.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// storedValue is what Redis holds of a user's entry on a board period, loaded or not.
+func storedValue(t *testing.T, env *testEnv, board, period, user string) storage.Value {
+	t.Helper()
+	ctx := context.Background()
+	b := storage.NewBoards(env.rdb, env.prefix, 0)
+	if err := b.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pipe := env.rdb.Pipeline()
+	read := b.QueueValues(ctx, pipe, board, period, []string{user})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v[0]
 }

@@ -51,7 +51,8 @@ type matchMemory struct {
 var redisSuffixes = []string{"z", "u", "n", "m", "top", "ver"}
 
 // boardMemory sums MEMORY USAGE key SAMPLES 0 (exact: every element counted) over a board
-// period's keys; absent keys count 0. It returns the bytes by suffix, the total and ZCARD.
+// period's keys; absent keys count 0; "u" counts every bucket of the entry hashes (u and
+// u:i, found with SCAN). It returns the bytes by suffix, the total and ZCARD.
 func (b *bench) boardMemory(ctx context.Context, board, period string) (map[string]int64, int64, int64, error) {
 	out := map[string]int64{}
 	var total int64
@@ -69,6 +70,18 @@ func (b *bench) boardMemory(ctx context.Context, board, period string) (map[stri
 		}
 		out[s] = n
 		total += n
+	}
+	iter := b.rdb.Scan(ctx, 0, redisKey(b.cfg.Prefix, board, period, "u:*"), 1000).Iterator()
+	for iter.Next(ctx) {
+		n, err := b.rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, 0, 0, fmt.Errorf("redis MEMORY USAGE %s: %w", iter.Val(), err)
+		}
+		out["u"] += n
+		total += n
+	}
+	if err := iter.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("redis SCAN: %w", err)
 	}
 	zcard, err := b.rdb.ZCard(ctx, redisKey(b.cfg.Prefix, board, period, "z")).Result()
 	if err != nil {

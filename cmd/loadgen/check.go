@@ -4,12 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/openleaderboard/leaderboard/storage"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // checkReport is the result of the exactly-once check.
@@ -480,41 +478,40 @@ type redisDiff struct {
 	examples                             []string
 }
 
-// compareHash compares a board period's hash (user -> "value|version|updated µs|member")
-// with the expected values and returns the sorted-set members and values the hash names.
-func compareHash(bp boardPeriod, hash map[string]string, want map[int32]int64, index map[string]int32, names []string, d *redisDiff) (members []string, values []int64) {
-	for user, val := range hash {
-		id, ok := index[user]
+// compareStored compares a board period's stored entries with the expected values (all
+// these boards order desc, so an entry's sort key is its value).
+func compareStored(bp boardPeriod, stored []storage.StoredEntry, want map[int32]int64, index map[string]int32, names []string, d *redisDiff) {
+	seen := make(map[string]bool, len(stored))
+	for _, e := range stored {
+		seen[e.UserID] = true
+		id, ok := index[e.UserID]
 		w, wanted := want[id]
 		if !ok || !wanted {
 			d.extra++
-			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: unexpected hash field %s = %q", bp.board, bp.period, user, val))
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: unexpected entry of %s (%d)", bp.board, bp.period, e.UserID, e.Score))
 			continue
 		}
-		parts := strings.SplitN(val, "|", 4)
-		score, err := strconv.ParseInt(parts[0], 10, 64)
-		if err != nil || score != w {
-			d.wrong++
-			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s has %q, want %d", bp.board, bp.period, user, val, w))
+		if !e.Sorted || int64(e.SortKey) != e.Score {
+			d.zwrong++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s: sorted set has %v (present %v), entry says %d", bp.board, bp.period, e.UserID, e.SortKey, e.Sorted, e.Score))
+			continue
 		}
-		if len(parts) == 4 {
-			members = append(members, parts[3])
-			values = append(values, score)
+		if e.Score != w {
+			d.wrong++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s has %d, want %d", bp.board, bp.period, e.UserID, e.Score, w))
 		}
 	}
 	for id, w := range want {
-		if _, ok := hash[names[id]]; !ok {
+		if !seen[names[id]] {
 			d.missing++
-			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s missing from the hash, want %d", bp.board, bp.period, names[id], w))
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: user %s has no entry, want %d", bp.board, bp.period, names[id], w))
 		}
 	}
-	return members, values
 }
 
-// checkRedis checks every board period's hash holds exactly the expected values and its
-// sorted set agrees with it (all these boards order desc, so the sorted-set score is the
-// value). The projection may trail PostgreSQL briefly, so differences are re-read for up to
-// 15 s before they count.
+// checkRedis checks every board period's entries hold exactly the expected values and its
+// sorted set agrees with them. The projection may trail PostgreSQL briefly, so differences
+// are re-read for up to 15 s before they count.
 func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[entryKey]int64) error {
 	want := map[boardPeriod]map[int32]int64{{globalBoard, allTime}: {}}
 	for k, v := range expected {
@@ -567,58 +564,22 @@ func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[ent
 	}
 }
 
-// redisDiffs reads every board period's hash and sorted set (pipelined) and compares them
-// with the expected values.
+// redisDiffs reads every board period's entries and sorted-set size and compares them with
+// the expected values.
 func (b *bench) redisDiffs(ctx context.Context, order []boardPeriod, want map[boardPeriod]map[int32]int64, index map[string]int32) ([]redisDiff, error) {
-	const perTrip = 200
+	store := storage.NewBoards(b.rdb, b.cfg.Prefix, 0)
 	diffs := make([]redisDiff, len(order))
-	for start := 0; start < len(order); start += perTrip {
-		part := order[start:min(start+perTrip, len(order))]
-		pipe := b.rdb.Pipeline()
-		hashes := make([]*redis.MapStringStringCmd, len(part))
-		cards := make([]*redis.IntCmd, len(part))
-		for i, bp := range part {
-			hashes[i] = pipe.HGetAll(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "u"))
-			cards[i] = pipe.ZCard(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "z"))
+	for i, bp := range order {
+		stored, zcard, err := store.Stored(ctx, bp.board, bp.period)
+		if err != nil {
+			return nil, fmt.Errorf("redis %s/%s: %w", bp.board, bp.period, err)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("redis HGETALL/ZCARD: %w", err)
-		}
-		pipe = b.rdb.Pipeline()
-		type zcheck struct {
-			i       int
-			cmd     *redis.FloatSliceCmd
-			members []string
-			values  []int64
-		}
-		var zs []zcheck
-		for i, bp := range part {
-			d := &diffs[start+i]
-			members, values := compareHash(bp, hashes[i].Val(), want[bp], index, b.users.names, d)
-			d.zcard = cards[i].Val()
-			if d.zcard != int64(len(want[bp])) {
-				d.zwrong++
-				d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: sorted set has %d members, want %d", bp.board, bp.period, d.zcard, len(want[bp])))
-			}
-			for m := 0; m < len(members); m += 1000 {
-				end := min(m+1000, len(members))
-				zs = append(zs, zcheck{start + i, pipe.ZMScore(ctx, redisKey(b.cfg.Prefix, bp.board, bp.period, "z"), members[m:end]...), members[m:end], values[m:end]})
-			}
-		}
-		if len(zs) == 0 {
-			continue
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("redis ZMSCORE: %w", err)
-		}
-		for _, z := range zs {
-			d, bp := &diffs[z.i], order[z.i]
-			for j, s := range z.cmd.Val() {
-				if int64(s) != z.values[j] {
-					d.zwrong++
-					d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: sorted set member %s has %v, hash says %d", bp.board, bp.period, z.members[j], s, z.values[j]))
-				}
-			}
+		d := &diffs[i]
+		compareStored(bp, stored, want[bp], index, b.users.names, d)
+		d.zcard = zcard
+		if d.zcard != int64(len(want[bp])) {
+			d.zwrong++
+			d.examples = append(d.examples, fmt.Sprintf("redis %s/%s: sorted set has %d members, want %d", bp.board, bp.period, d.zcard, len(want[bp])))
 		}
 	}
 	return diffs, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/openleaderboard/leaderboard/storage"
 	"strings"
 	"testing"
 	"time"
@@ -254,15 +255,18 @@ func TestHistoryCheckMissingRowsStillExpected(t *testing.T) {
 	}
 }
 
-func TestCompareHash(t *testing.T) {
-	names := []string{"u0", "u1", "u2"}
-	index := map[string]int32{"u0": 0, "u1": 1, "u2": 2}
+func TestCompareStored(t *testing.T) {
+	names := []string{"u0", "u1", "u2", "u3"}
+	index := map[string]int32{"u0": 0, "u1": 1, "u2": 2, "u3": 3}
 	var d redisDiff
-	members, values := compareHash(boardPeriod{"points", "all_time"},
-		map[string]string{"u0": "5|2|1700000000000000|7ffe:u0", "u1": "9|1|1|7ffd:u1", "zz": "1|1|1|m"},
-		map[int32]int64{0: 5, 1: 8, 2: 1}, index, names, &d)
-	if d.wrong != 1 || d.missing != 1 || d.extra != 1 || len(members) != 2 || len(values) != 2 {
-		t.Fatalf("diff = %+v, members %v values %v", d, members, values)
+	compareStored(boardPeriod{"points", "all_time"}, []storage.StoredEntry{
+		{UserID: "u0", Score: 5, Sorted: true, SortKey: 5},  // right
+		{UserID: "u1", Score: 9, Sorted: true, SortKey: 9},  // wrong value
+		{UserID: "zz", Score: 1, Sorted: true, SortKey: 1},  // unexpected
+		{UserID: "u3", Score: 4, Sorted: false, SortKey: 0}, // no sorted-set member
+	}, map[int32]int64{0: 5, 1: 8, 2: 1, 3: 4}, index, names, &d)
+	if d.wrong != 1 || d.missing != 1 || d.extra != 1 || d.zwrong != 1 {
+		t.Fatalf("diff = %+v", d)
 	}
 }
 

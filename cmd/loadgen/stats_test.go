@@ -19,26 +19,6 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-func TestParseStoredScore(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"1234|7|1700000000000000|7fffffffffffffff:bench-u-000001", 1234, true},
-		{"9007199254740991|1|0|m", 9007199254740991, true},
-		{"42", 42, true},
-		{"", 0, false},
-		{"x|1", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseStoredScore(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseStoredScore(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestUsersNextAlwaysImproves(t *testing.T) {
 	u := newUsers(3, "bench-u-")
 	if u.names[2] != "bench-u-000002" {

@@ -3,9 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"github.com/openleaderboard/leaderboard/storage"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,17 +30,18 @@ type pendingScore struct {
 	kind       kind
 }
 
-// visTarget is one hash field to watch: a user (field) of one board's hash (key index).
+// visTarget is one entry to watch: a user on one board (index into boards).
 type visTarget struct{ key, user int32 }
 
-// visibility measures accept -> visible in Redis: every pollInterval it reads the hash
-// field of each user with a pending value (one HMGET per board hash and chunk of fields,
+// visibility measures accept -> visible in Redis: every pollInterval it reads the stored
+// value of each user with a pending value (one script call per board and chunk of users,
 // pipelined) and, once the stored value reaches the awaited one, records now - accept time
 // in the submission's phase. Best scores are watched on global, increments on points (their
 // running sum), match points on the match's own board (the user's running sum).
 type visibility struct {
 	rdb      *redis.Client
-	keys     []string // hash keys: global, points, then match:{id} of every match
+	store    *storage.Boards
+	boards   []string // global, points, then match:{id} of every match
 	matches  *matches
 	names    []string
 	interval time.Duration
@@ -64,12 +64,12 @@ const (
 )
 
 func newVisibility(rdb *redis.Client, prefix string, names []string, m *matches, interval time.Duration, chunk int) *visibility {
-	keys := []string{redisKey(prefix, globalBoard, allTime, "u"), redisKey(prefix, pointsBoard, allTime, "u")}
+	boards := []string{globalBoard, pointsBoard}
 	for _, id := range m.ids {
-		keys = append(keys, redisKey(prefix, matchBoard(id), allTime, "u"))
+		boards = append(boards, matchBoard(id))
 	}
 	return &visibility{
-		rdb: rdb, keys: keys, matches: m, names: names, interval: interval, chunk: chunk,
+		rdb: rdb, store: storage.NewBoards(rdb, prefix, 0), boards: boards, matches: m, names: names, interval: interval, chunk: chunk,
 		pending: map[visTarget][]pendingScore{},
 	}
 }
@@ -77,7 +77,7 @@ func newVisibility(rdb *redis.Client, prefix string, names []string, m *matches,
 // matchBoard is the board id of a match: match:{match_id}.
 func matchBoard(matchID string) string { return "match:" + matchID }
 
-// target is the hash field where a value of kind k for user shows.
+// target is the entry where a value of kind k for user shows.
 func (v *visibility) target(k kind, user int32) visTarget {
 	switch k {
 	case kindIncr:
@@ -99,6 +99,10 @@ func (v *visibility) add(k kind, user int32, score int64, at time.Time, ph *writ
 
 // run polls until ctx ends.
 func (v *visibility) run(ctx context.Context) {
+	if err := v.store.LoadScripts(ctx); err != nil {
+		v.pollErrs.Add(1)
+		v.lastError.Store(err.Error())
+	}
 	t := time.NewTimer(v.interval)
 	defer t.Stop()
 	var targets []visTarget
@@ -131,28 +135,28 @@ func (v *visibility) run(ctx context.Context) {
 	}
 }
 
-// chunksPerTrip is how many chunks of v.chunk fields go in one pipelined round trip.
+// chunksPerTrip is how many chunks of v.chunk users go in one pipelined round trip.
 const chunksPerTrip = 8
 
-// poll reads the targets' hash fields (sorted by key), one HMGET per key and chunk of
-// fields, all pipelined.
+// poll reads the targets' stored values (sorted by board), one script call per board and
+// chunk of users, all pipelined.
 func (v *visibility) poll(ctx context.Context, targets []visTarget) {
 	pipe := v.rdb.Pipeline()
-	type hmget struct {
-		cmd   *redis.SliceCmd
-		first int
+	type read struct {
+		values func() ([]storage.Value, error)
+		first  int
 	}
-	var cmds []hmget
-	fields := make([]string, len(targets))
+	var reads []read
+	users := make([]string, len(targets))
 	for i, t := range targets {
-		fields[i] = v.names[t.user]
+		users[i] = v.names[t.user]
 	}
 	for start := 0; start < len(targets); {
 		end := start + 1
 		for end < len(targets) && end-start < v.chunk && targets[end].key == targets[start].key {
 			end++
 		}
-		cmds = append(cmds, hmget{pipe.HMGet(ctx, v.keys[targets[start].key], fields[start:end]...), start})
+		reads = append(reads, read{v.store.QueueValues(ctx, pipe, v.boards[targets[start].key], allTime, users[start:end]), start})
 		start = end
 	}
 	_, err := pipe.Exec(ctx)
@@ -166,17 +170,17 @@ func (v *visibility) poll(ctx context.Context, targets []visTarget) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, c := range cmds {
-		for i, val := range c.cmd.Val() {
-			str, ok := val.(string)
-			if !ok {
-				continue // field absent: nothing applied yet
+	for _, r := range reads {
+		values, err := r.values()
+		if err != nil {
+			v.pollErrs.Add(1)
+			v.lastError.Store(err.Error())
+			continue
+		}
+		for i, val := range values {
+			if val.OK { // absent: nothing applied yet
+				v.resolve(targets[r.first+i], val.Score, now)
 			}
-			score, ok := parseStoredScore(str)
-			if !ok {
-				continue
-			}
-			v.resolve(targets[c.first+i], score, now)
 		}
 	}
 }
@@ -198,13 +202,6 @@ func (v *visibility) resolve(t visTarget, score int64, now time.Time) {
 	} else {
 		v.pending[t] = keep
 	}
-}
-
-// parseStoredScore reads the score of a hash value "score|version|updated_micros|member".
-func parseStoredScore(val string) (int64, bool) {
-	s, _, _ := strings.Cut(val, "|")
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
 }
 
 // waitPhase waits until every accepted value of the phase is visible or timeout passes,

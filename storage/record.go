@@ -1,0 +1,198 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// An entry's record is what the entry hashes hold for a user (redis_scripts.go): packed, so
+// that a million-entry board costs little more than its sorted set. It is
+//
+//	8 bytes   the sorted-set member's prefix: MaxInt64 - reached µs, big-endian (so the
+//	          member, prefix + user id, orders ties by who reached the value first)
+//	uvarint   the entry's version (the scripts read it for their version guard)
+//	uvarint   updated - reached in µs (zigzag), times two, plus one on boards whose sort
+//	          key is the negated value (asc)
+//	uvarint   the value, as its difference (zigzag) from the one the sort key gives: zero
+//	          unless the value is beyond ±2^53, where a sorted-set score is not exact
+//
+// The scripts read nothing else of it: they hand it to Go with the entry's sort key.
+
+// memberPrefixLen is the length of the time prefix of a sorted-set member.
+const memberPrefixLen = 8
+
+// entryRecord packs an entry state.
+func entryRecord(s EntryState) string {
+	buf := make([]byte, memberPrefixLen, memberPrefixLen+3*binary.MaxVarintLen64)
+	binary.BigEndian.PutUint64(buf, invertedTime(s.ReachedAt))
+	buf = binary.AppendUvarint(buf, uint64(s.Version))
+	negated := s.SortKey != s.Score
+	flags := zigzag(s.UpdatedAt.UnixMicro()-s.ReachedAt.UnixMicro()) << 1
+	if negated {
+		flags |= 1
+	}
+	buf = binary.AppendUvarint(buf, flags)
+	// The difference wraps around: whatever it is, adding it back gives the value.
+	diff := int64(uint64(s.Score) - uint64(scoreValue(float64(s.SortKey), negated)))
+	return string(binary.AppendUvarint(buf, zigzag(diff)))
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1 ^ v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// scoreValue is the value a sort key (as Redis holds it: a double) stands for.
+func scoreValue(sortKey float64, negated bool) int64 {
+	var v int64
+	switch {
+	case sortKey >= math.MaxInt64:
+		v = math.MaxInt64
+	case sortKey <= math.MinInt64:
+		v = math.MinInt64
+	default:
+		v = int64(sortKey)
+	}
+	if negated {
+		return -v
+	}
+	return v
+}
+
+// storedEntry is an entry as Redis holds it.
+type storedEntry struct {
+	score, version   int64
+	reached, updated time.Time
+	member           string
+}
+
+var errBadRecord = errors.New("malformed entry record")
+
+// decodeRecord reads a user's record, with the sort key Redis holds for its member.
+func decodeRecord(user, rec string, sortKey float64) (storedEntry, error) {
+	bad := fmt.Errorf("%w for %s: %x", errBadRecord, user, rec)
+	if len(rec) < memberPrefixLen+3 {
+		return storedEntry{}, bad
+	}
+	inv := binary.BigEndian.Uint64([]byte(rec[:memberPrefixLen]))
+	rest := []byte(rec[memberPrefixLen:])
+	version, n1 := binary.Uvarint(rest)
+	if n1 <= 0 {
+		return storedEntry{}, bad
+	}
+	flags, n2 := binary.Uvarint(rest[n1:])
+	if n2 <= 0 {
+		return storedEntry{}, bad
+	}
+	diff, n3 := binary.Uvarint(rest[n1+n2:])
+	if n3 <= 0 || n1+n2+n3 != len(rest) || inv > math.MaxInt64 {
+		return storedEntry{}, bad
+	}
+	base := scoreValue(sortKey, flags&1 == 1)
+	reached := math.MaxInt64 - int64(inv)
+	return storedEntry{
+		score:   int64(uint64(base) + uint64(unzigzag(diff))),
+		version: int64(version),
+		reached: time.UnixMicro(reached).UTC(),
+		updated: time.UnixMicro(reached + unzigzag(flags>>1)).UTC(),
+		member:  rec[:memberPrefixLen] + user,
+	}, nil
+}
+
+// invertedTime is MaxInt64 - t in µs: later times give smaller numbers.
+func invertedTime(t time.Time) uint64 { return uint64(math.MaxInt64 - t.UnixMicro()) }
+
+// Member is the position spelling of an entry's place among equal sort keys: the inverted
+// time it reached its value (16 hex digits) and the user ("<hex>:<user>"); what cursors
+// carry. Redis holds the same as 8 bytes followed by the user (redisMember).
+func Member(userID string, reachedAt time.Time) string {
+	return fmt.Sprintf("%016x:%s", invertedTime(reachedAt), userID)
+}
+
+// redisMember is the sorted-set member of a user's entry.
+func redisMember(userID string, reachedAt time.Time) string {
+	var b [memberPrefixLen]byte
+	binary.BigEndian.PutUint64(b[:], invertedTime(reachedAt))
+	return string(b[:]) + userID
+}
+
+// positionMember spells a sorted-set member as a position's Member.
+func positionMember(member string) string {
+	if len(member) <= memberPrefixLen {
+		return member
+	}
+	return hex.EncodeToString([]byte(member[:memberPrefixLen])) + ":" + member[memberPrefixLen:]
+}
+
+// redis spells a position's member as the sorted set holds it.
+func (p Position) redis() (string, error) {
+	reached, user, err := p.parse()
+	if err != nil {
+		return "", err
+	}
+	return redisMember(user, reached), nil
+}
+
+// parseSortKey reads a sort key as Redis answers it (a double, in any spelling).
+func parseSortKey(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case int64:
+		return float64(x), nil
+	case string:
+		return strconv.ParseFloat(x, 64)
+	}
+	return 0, fmt.Errorf("sort key %v: unexpected type %T", v, v)
+}
+
+// bucketKeys lists the keys of the entry hashes whose bucket 0 is u, and whether u holds
+// their state (a field that is not an entry).
+func (b *Boards) bucketKeys(ctx context.Context, u string) ([]string, bool, error) {
+	st, err := b.rdb.HGet(ctx, u, "").Result()
+	if errors.Is(err, redis.Nil) {
+		return []string{u}, false, nil
+	}
+	if err != nil {
+		return nil, false, redisErr("read bucket state", err)
+	}
+	var level, split, deadline int64
+	if _, err := fmt.Sscanf(st, "%d|%d|%d", &level, &split, &deadline); err != nil || level > 40 {
+		return nil, false, fmt.Errorf("bucket state %q of %s: malformed", st, u)
+	}
+	keys := []string{u}
+	for i := int64(1); i < int64(1)<<level+split; i++ {
+		keys = append(keys, u+":"+strconv.FormatInt(i, 10))
+	}
+	return keys, true, nil
+}
+
+// recordCount counts the entries in the entry hashes whose bucket 0 is u.
+func (b *Boards) recordCount(ctx context.Context, u string) (int64, error) {
+	keys, state, err := b.bucketKeys(ctx, u)
+	if err != nil {
+		return 0, err
+	}
+	pipe := b.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		lens[i] = pipe.HLen(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, redisErr("count entries", err)
+	}
+	var n int64
+	for _, l := range lens {
+		n += l.Val()
+	}
+	if state {
+		n--
+	}
+	return n, nil
+}
