@@ -64,7 +64,11 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 		res.Entries += int64(len(states))
 		return states, nicks, err
 	}
-	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms}, counted); err != nil {
+	expected, err := src.count(ctx, t.Board, t.Period)
+	if err != nil {
+		return RebuildResult{}, err
+	}
+	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms}, counted, expected); err != nil {
 		return RebuildResult{}, err
 	}
 	seq, err := src.MaxSeq(ctx)
@@ -94,7 +98,11 @@ func (b *Boards) Reload(ctx context.Context, src *Ranks, t Target) (Top, error) 
 	if err != nil {
 		return Top{}, err
 	}
-	return b.Load(ctx, t, src.pages(ctx, t.Board, t.Period, 2000), seq+1)
+	expected, err := src.count(ctx, t.Board, t.Period)
+	if err != nil {
+		return Top{}, err
+	}
+	return b.load(ctx, t, src.pages(ctx, t.Board, t.Period, 2000), seq+1, expected)
 }
 
 // holdLock refreshes the rebuild lock until ctx ends.

@@ -143,8 +143,14 @@ func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks
 // PostgreSQL, in pages through next) and marks it loaded with a new top version of at
 // least minVersion. Entries written meanwhile by the projector win by version.
 func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion int64) (Top, error) {
+	return b.load(ctx, t, next, minVersion, 0)
+}
+
+// load is Load for about expected entries (0: unknown), which lets empty entry hashes start
+// with the buckets they need.
+func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion, expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
-	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m}, next); err != nil {
+	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m}, next, expected); err != nil {
 		return Top{}, err
 	}
 	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
@@ -154,8 +160,9 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 	return parseTop(res[1], res[2], res[3])
 }
 
-// loadPages writes every page next returns into the given z, u, n, m keys.
-func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error)) error {
+// loadPages writes every page next returns into the given z, u, n, m keys; expected is
+// about how many entries they bring (0: unknown).
+func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64) error {
 	for {
 		states, nicks, err := next()
 		if err != nil {
@@ -164,8 +171,8 @@ func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]Ent
 		if len(states) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 1+6*len(states))
-		args = append(args, len(states))
+		args := make([]any, 0, 2+6*len(states))
+		args = append(args, len(states), expected)
 		if err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Err(); err != nil {
 			return redisErr("load entries", err)
 		}

@@ -5,23 +5,21 @@ import "github.com/redis/go-redis/v9"
 // The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board (one
 // hash tag, so one cluster slot); see redis.go for the key layout.
 
-// entryHashesLua defines the entry hashes of a board period: user -> record (record.go),
+// entryReadLua defines the entry hashes of a board period: user -> record (record.go),
 // spread over buckets by linear hashing so that each stays small enough for Redis's compact
 // listpack encoding (hash-max-listpack-entries, 128 by default). Bucket 0 is the key u
 // itself, bucket i > 0 is u:i; field "" of bucket 0 (never a user id) holds the state
 // "level|split|deadline ms". A user's bucket is h mod 2^level, or h mod 2^(level+1) when
-// that is below split (h: 32-bit FNV-1a of the user id). When a new entry takes the
-// board past bucketLoad entries per bucket, bucket split moves the entries that belong to
-// split + 2^level there, and split moves on; a small board keeps one bucket. Every bucket
-// lives until at least the deadline (0: no lifetime set); see expire.
-const entryHashesLua = `
-local bucketLoad = 40
+// that is below split (h: the user id's bytes as a polynomial in 131 modulo the prime
+// 4294967291). When a new entry takes the board past bucketLoad entries per bucket, grow
+// moves the entries of bucket split that belong to split + 2^level there, and split moves
+// on; a small board keeps one bucket, and a load sizes empty hashes for what it brings
+// (presize). Every bucket lives until at least the deadline (0: no lifetime set); see
+// expire. Reads need only entryReadLua; entryHashesLua adds what writes need.
+const entryReadLua = `
 local function userHash(user)
-  local h = 2166136261
-  for i = 1, #user do
-    h = bit.bxor(h, string.byte(user, i)) % 4294967296
-    h = (bit.lshift(h, 24) % 4294967296 + h * 403) % 4294967296
-  end
+  local h, bytes = 0, {string.byte(user, 1, -1)}
+  for i = 1, #bytes do h = (h * 131 + bytes[i]) % 4294967291 end
   return h
 end
 local function hashes(u)
@@ -33,13 +31,9 @@ local function hashes(u)
   end
   return o
 end
-local function saveHashes(o)
-  redis.call('HSET', o.u, '', o.level .. '|' .. o.split .. '|' .. string.format('%d', o.deadline))
-end
-local function bucketCount(o) return 2 ^ o.level + o.split end
 local function bucketKey(o, i)
   if i == 0 then return o.u end
-  return o.u .. ':' .. string.format('%d', i)
+  return o.u .. ':' .. i
 end
 local function bucketIndex(o, h)
   local i = h % (2 ^ o.level)
@@ -47,6 +41,24 @@ local function bucketIndex(o, h)
   return i
 end
 local function bucketOf(o, user) return bucketKey(o, bucketIndex(o, userHash(user))) end
+local function recMember(rec, user) return string.sub(rec, 1, 8) .. user end
+`
+
+// entryHashesLua is entryReadLua with what writes to the entry hashes need.
+const entryHashesLua = entryReadLua + `
+local bucketLoad = 40
+local function saveHashes(o)
+  redis.call('HSET', o.u, '', o.level .. '|' .. o.split .. '|' .. string.format('%d', o.deadline))
+end
+local function bucketCount(o) return 2 ^ o.level + o.split end
+-- presize gives empty entry hashes the buckets n entries need, so that a load splits none.
+local function presize(o, n)
+  if n <= bucketLoad or redis.call('EXISTS', o.u) == 1 then return end
+  local buckets = math.ceil(n / bucketLoad)
+  o.level = math.floor(math.log(buckets) / math.log(2) + 1e-9)
+  o.split = buckets - 2 ^ o.level
+  saveHashes(o)
+end
 -- grow splits one bucket when the board holds more than bucketLoad entries per bucket.
 local function grow(o, entries)
   if entries <= bucketLoad * bucketCount(o) then return end
@@ -81,7 +93,6 @@ local function recVersion(rec)
   end
   return v
 end
-local function recMember(rec, user) return string.sub(rec, 1, 8) .. user end
 local function hex(s)
   return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
@@ -177,20 +188,20 @@ end
 
 // expireLua defines expire(o, others, topKey, ver, ttl, now, sweep): a period's keys live
 // ttl ms after the last write (0: forever). The keys in others (z, n, m) and the buckets
-// written get the whole ttl; every bucket gets it when sweep is set or when the deadline
-// that all buckets are known to live until is less than half a ttl away, which keeps a
-// big board from touching each of its buckets on every write. The top, whose presence
-// marks a loaded period, goes a second before that deadline (so between half a ttl and a
-// ttl after the last write), so no reader sees a top over missing entries. The board's
-// version counter ver lives as long as the longest-lived of its periods, so a board whose
-// periods all expire (a finished match) leaves nothing behind; versions still rise after
-// that, as loads start above PostgreSQL's history. now is in µs.
+// written get the whole ttl. Every bucket gets it when sweep is set, when the board has
+// few buckets, or when the deadline that all buckets are known to live until is less than
+// half a ttl away: a big board does not touch each of its buckets on every write. The top,
+// whose presence marks a loaded period, goes a second before that deadline (on a big board
+// between half a ttl and a ttl after the last write), so no reader sees a top over missing
+// entries. The board's version counter ver lives as long as the longest-lived of its
+// periods, so a board whose periods all expire (a finished match) leaves nothing behind;
+// versions still rise after that, as loads start above PostgreSQL's history. now is in µs.
 const expireLua = `
 local function expire(o, others, topKey, ver, ttl, now, sweep)
   if ttl <= 0 then return end
   now = math.floor(now / 1000)
   for _, k in ipairs(others) do redis.call('PEXPIRE', k, ttl) end
-  if sweep or o.deadline - now < ttl / 2 then
+  if sweep or bucketCount(o) <= 8 or o.deadline - now < ttl / 2 then
     o.deadline = now + ttl
     saveHashes(o)
     for i = 0, bucketCount(o) - 1 do redis.call('PEXPIRE', bucketKey(o, i), ttl) end
@@ -238,11 +249,13 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minV
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
 // meanwhile win) into a board's keys: the live ones when loading on demand, the shadow
-// ones during a rebuild. KEYS: z, u, n, m. ARGV: count, then entries as apply's.
+// ones during a rebuild. KEYS: z, u, n, m. ARGV: count, the number of entries the whole
+// load brings (to size empty entry hashes), then entries as apply's.
 var loadScript = redis.NewScript(entryHashesLua + upsertLua + `
 local count = tonumber(ARGV[1])
 local o = hashes(KEYS[2])
-local i = 2
+presize(o, tonumber(ARGV[2]))
+local i = 3
 for _ = 1, count do
   upsert(KEYS[1], o, KEYS[3], KEYS[4], 0, ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
   i = i + 6
@@ -301,7 +314,7 @@ return res
 // userScript returns {record, zero-based rank, metadata, sort key}, false when the user has
 // no entry, or -1 when the board is not loaded.
 // KEYS: z, u, m, top.
-var userScript = redis.NewScript(entryHashesLua + `
+var userScript = redis.NewScript(entryReadLua + `
 if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
 local rec = redis.call('HGET', bucketOf(hashes(KEYS[2]), ARGV[1]), ARGV[1])
 if not rec then return false end
@@ -313,7 +326,7 @@ return {rec, rank, redis.call('HGET', KEYS[3], ARGV[1]) or '', redis.call('ZSCOR
 
 // recordsScript returns, for each user in ARGV, its record and sort key (two empty
 // strings when it has no entry). It reads whatever is there, loaded or not. KEYS: z, u.
-var recordsScript = redis.NewScript(entryHashesLua + `
+var recordsScript = redis.NewScript(entryReadLua + `
 local o = hashes(KEYS[2])
 local out = {}
 for _, user in ipairs(ARGV) do
@@ -348,7 +361,7 @@ end
 // puts the cursor member at the cursor's sort key for the moment it reads the rank, then
 // restores it (a script runs atomically: nobody sees it).
 // KEYS: z, u, n, m, top. ARGV: size, has cursor (0/1), cursor sort key, cursor member.
-var pageScript = redis.NewScript(entryHashesLua + entriesLua + `
+var pageScript = redis.NewScript(entryReadLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
 local size, start = tonumber(ARGV[1]), 0
 if ARGV[2] == '1' then
@@ -363,7 +376,7 @@ return {start, entries(hashes(KEYS[2]), KEYS[3], KEYS[4], redis.call('ZREVRANGE'
 // aroundScript returns the entries from n places above a user to n below, in rank order:
 // {first rank (0-based), entries, the user's rank}; false when the user has no entry, -1
 // when the board is not loaded. KEYS: z, u, n, m, top. ARGV: user, n.
-var aroundScript = redis.NewScript(entryHashesLua + entriesLua + `
+var aroundScript = redis.NewScript(entryReadLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
 local o = hashes(KEYS[2])
 local rec = redis.call('HGET', bucketOf(o, ARGV[1]), ARGV[1])
@@ -377,7 +390,7 @@ return {from, entries(o, KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], from
 // usersScript returns the entries of the given users that have one: a flat array of rank
 // (0-based) followed by the entry fields, for each; -1 when the board is not loaded.
 // KEYS: z, u, n, m, top. ARGV: user ids.
-var usersScript = redis.NewScript(entryHashesLua + entriesLua + `
+var usersScript = redis.NewScript(entryReadLua + entriesLua + `
 if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end
 local o = hashes(KEYS[2])
 local out = {}

@@ -145,6 +145,15 @@ func TestBoardsHugeScoresKeepOrder(t *testing.T) {
 	if got := f.user("below").Score; got != big-1 {
 		t.Errorf("User score = %d, want %d", got, big-1)
 	}
+	// Beyond 2^53 a sorted-set score is not exact; the value read back still is.
+	const huge = 1<<60 + 1
+	f.apply(0, nil, state("huge", huge, 1, at(3)))
+	if got := f.top(10).Entries[0]; got.UserID != "huge" || got.Score != huge {
+		t.Errorf("Top first = %s %d, want huge %d", got.UserID, got.Score, int64(huge))
+	}
+	if got := f.user("huge").Score; got != huge {
+		t.Errorf("User score = %d, want %d", got, int64(huge))
+	}
 }
 
 func TestBoardsVersionGuardIgnoresOlderStates(t *testing.T) {
