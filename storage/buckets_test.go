@@ -97,6 +97,24 @@ func TestEntryHashesSplitAndStayCompact(t *testing.T) {
 		if err != nil || len(stored) != len(want) || zcard != int64(len(want)) {
 			t.Fatalf("Stored: %d entries, ZCARD %d, %v; want %d", len(stored), zcard, err, len(want))
 		}
+		// ReadValues finds each user's bucket in Go, as the scripts do in Lua.
+		keys := make([]storage.ValueKey, 0, len(states))
+		for _, s := range states {
+			keys = append(keys, storage.ValueKey{Board: "global", Period: "all_time", UserID: s.UserID})
+		}
+		values, err := f.boards.ReadValues(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		present := map[string]int64{}
+		for _, w := range want {
+			present[w.UserID] = w.Score
+		}
+		for i, v := range values {
+			if w, ok := present[keys[i].UserID]; v.OK != ok || v.Score != w {
+				t.Fatalf("ReadValues(%s) = %+v, want %d (present %v)", keys[i].UserID, v, w, ok)
+			}
+		}
 	}
 	checkRanks(want)
 	if top := f.top(10); top.Entries[0].UserID != want[0].UserID || top.Entries[9].UserID != want[9].UserID {

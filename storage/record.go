@@ -152,25 +152,71 @@ func parseSortKey(v any) (float64, error) {
 	return 0, fmt.Errorf("sort key %v: unexpected type %T", v, v)
 }
 
+// bucketState is the linear-hashing state of a board period's entry hashes (the field ""
+// of bucket 0; redis_scripts.go).
+type bucketState struct{ level, split int64 }
+
+// parseBucketState reads the state from the HGET of field "" of bucket 0.
+func parseBucketState(cmd *redis.StringCmd) (bucketState, error) {
+	raw, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return bucketState{}, nil
+	}
+	if err != nil {
+		return bucketState{}, redisErr("read bucket state", err)
+	}
+	var st bucketState
+	var deadline int64
+	if _, err := fmt.Sscanf(raw, "%d|%d|%d", &st.level, &st.split, &deadline); err != nil || st.level > 40 || st.split < 0 || st.split >= 1<<st.level {
+		return bucketState{}, fmt.Errorf("bucket state %q: malformed", raw)
+	}
+	return st, nil
+}
+
+// count is the number of buckets.
+func (s bucketState) count() int64 { return 1<<s.level + s.split }
+
+// key is the key of bucket i of the entry hashes whose bucket 0 is u.
+func (s bucketState) key(u string, i int64) string {
+	if i == 0 {
+		return u
+	}
+	return u + ":" + strconv.FormatInt(i, 10)
+}
+
+// bucketKey is the bucket of a user, as the scripts' bucketOf finds it.
+func (s bucketState) bucketKey(u, user string) string {
+	h := userHash(user)
+	i := int64(h % (1 << s.level))
+	if i < s.split {
+		i = int64(h % (1 << (s.level + 1)))
+	}
+	return s.key(u, i)
+}
+
+// userHash is the scripts' userHash: the user id's bytes as a polynomial in 131 modulo the
+// prime 4294967291 (Lua computes it exactly in doubles: it stays below 2^40).
+func userHash(user string) uint64 {
+	var h uint64
+	for i := 0; i < len(user); i++ {
+		h = (h*131 + uint64(user[i])) % 4294967291
+	}
+	return h
+}
+
 // bucketKeys lists the keys of the entry hashes whose bucket 0 is u, and whether u holds
 // their state (a field that is not an entry).
 func (b *Boards) bucketKeys(ctx context.Context, u string) ([]string, bool, error) {
-	st, err := b.rdb.HGet(ctx, u, "").Result()
-	if errors.Is(err, redis.Nil) {
-		return []string{u}, false, nil
-	}
+	cmd := b.rdb.HGet(ctx, u, "")
+	st, err := parseBucketState(cmd)
 	if err != nil {
-		return nil, false, redisErr("read bucket state", err)
+		return nil, false, err
 	}
-	var level, split, deadline int64
-	if _, err := fmt.Sscanf(st, "%d|%d|%d", &level, &split, &deadline); err != nil || level > 40 {
-		return nil, false, fmt.Errorf("bucket state %q of %s: malformed", st, u)
+	keys := make([]string, st.count())
+	for i := range keys {
+		keys[i] = st.key(u, int64(i))
 	}
-	keys := []string{u}
-	for i := int64(1); i < int64(1)<<level+split; i++ {
-		keys = append(keys, u+":"+strconv.FormatInt(i, 10))
-	}
-	return keys, true, nil
+	return keys, cmd.Err() == nil, nil
 }
 
 // recordCount counts the entries in the entry hashes whose bucket 0 is u.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,36 +82,118 @@ func (b *Boards) Stored(ctx context.Context, board, period string) ([]StoredEntr
 	return out, zcard.Val(), nil
 }
 
-// LoadScripts loads the scripts QueueValues runs into Redis (they are run by hash).
-func (b *Boards) LoadScripts(ctx context.Context) error {
-	return redisErr("load scripts", recordsScript.Load(ctx, b.rdb).Err())
-}
-
-// QueueValues queues on pipe the read of users' values on a board period (what Redis holds,
-// loaded or not) and returns the function that reads them once the pipe has run: a poller
-// reads many boards in one round trip. It runs its script by hash: LoadScripts first.
-func (b *Boards) QueueValues(ctx context.Context, pipe redis.Pipeliner, board, period string, users []string) func() ([]Value, error) {
-	k := b.keys(board, period)
-	args := make([]any, len(users))
-	for i, u := range users {
-		args[i] = u
+// ReadValues reads users' values on board periods (what Redis holds, loaded or not) in
+// three pipelined round trips whatever their number, with plain commands: the buckets'
+// state of each board period, the users' records (HMGET per bucket), their sort keys
+// (ZMSCORE per board period). For pollers that read many entries often (the bench).
+func (b *Boards) ReadValues(ctx context.Context, entries []ValueKey) ([]Value, error) {
+	type group struct {
+		k     keys
+		state *redis.StringCmd
+		idx   []int // indexes into entries
 	}
-	cmd := pipe.EvalSha(ctx, recordsScript.Hash(), []string{k.z, k.u}, args...)
-	return func() ([]Value, error) {
-		res, err := cmd.Slice()
-		if err != nil {
-			return nil, redisErr("read values", err)
+	groups := map[[2]string]*group{}
+	var order []*group
+	for i, vk := range entries {
+		id := [2]string{vk.Board, vk.Period}
+		g := groups[id]
+		if g == nil {
+			g = &group{k: b.keys(vk.Board, vk.Period)}
+			groups[id] = g
+			order = append(order, g)
 		}
-		st, err := decodeRecords(users, res)
+		g.idx = append(g.idx, i)
+	}
+	pipe := b.rdb.Pipeline()
+	for _, g := range order {
+		g.state = pipe.HGet(ctx, g.k.u, "")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisErr("read values: bucket state", err)
+	}
+	// The records, one HMGET per bucket of users.
+	type fetch struct {
+		cmd *redis.SliceCmd
+		idx []int
+	}
+	var fetches []fetch
+	pipe = b.rdb.Pipeline()
+	for _, g := range order {
+		st, err := parseBucketState(g.state)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]Value, len(users))
-		for i, s := range st {
-			if s != nil {
-				out[i] = Value{Score: s.score, OK: true}
+		byBucket := map[string][]int{}
+		var bucketOrder []string
+		for _, i := range g.idx {
+			key := st.bucketKey(g.k.u, entries[i].UserID)
+			if byBucket[key] == nil {
+				bucketOrder = append(bucketOrder, key)
+			}
+			byBucket[key] = append(byBucket[key], i)
+		}
+		for _, key := range bucketOrder {
+			idx := byBucket[key]
+			fields := make([]string, len(idx))
+			for j, i := range idx {
+				fields[j] = entries[i].UserID
+			}
+			fetches = append(fetches, fetch{pipe.HMGet(ctx, key, fields...), idx})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, redisErr("read values: records", err)
+	}
+	recs := make([]string, len(entries))
+	for _, f := range fetches {
+		for j, v := range f.cmd.Val() {
+			recs[f.idx[j]], _ = v.(string)
+		}
+	}
+	// The sort keys of the members found.
+	type scores struct {
+		cmd *redis.Cmd
+		idx []int
+	}
+	var zs []scores
+	pipe = b.rdb.Pipeline()
+	for _, g := range order {
+		args := []any{"zmscore", g.k.z}
+		var idx []int
+		for _, i := range g.idx {
+			if len(recs[i]) > memberPrefixLen {
+				args = append(args, recs[i][:memberPrefixLen]+entries[i].UserID)
+				idx = append(idx, i)
 			}
 		}
-		return out, nil
+		if len(idx) > 0 {
+			zs = append(zs, scores{pipe.Do(ctx, args...), idx})
+		}
 	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, redisErr("read values: sort keys", err)
+	}
+	out := make([]Value, len(entries))
+	for _, z := range zs {
+		vals, err := z.cmd.Slice()
+		if err != nil {
+			return nil, redisErr("read values: sort keys", err)
+		}
+		for j, v := range vals {
+			i := z.idx[j]
+			if v == nil {
+				continue // the member is missing: no value
+			}
+			sortKey, err := parseSortKey(v)
+			if err != nil {
+				return nil, err
+			}
+			st, err := decodeRecord(entries[i].UserID, recs[i], sortKey)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = Value{Score: st.score, OK: true}
+		}
+	}
+	return out, nil
 }

@@ -354,17 +354,7 @@ func mustConfig(t *testing.T, e *testEnv) configs.Config {
 // storedValue is what Redis holds of a user's entry on a board period, loaded or not.
 func storedValue(t *testing.T, env *testEnv, board, period, user string) storage.Value {
 	t.Helper()
-	ctx := context.Background()
-	b := storage.NewBoards(env.rdb, env.prefix, 0)
-	if err := b.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pipe := env.rdb.Pipeline()
-	read := b.QueueValues(ctx, pipe, board, period, []string{user})
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v, err := read()
+	v, err := storage.NewBoards(env.rdb, env.prefix, 0).ReadValues(context.Background(), []storage.ValueKey{{Board: board, Period: period, UserID: user}})
 	if err != nil {
 		t.Fatal(err)
 	}

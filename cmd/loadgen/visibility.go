@@ -34,9 +34,9 @@ type pendingScore struct {
 type visTarget struct{ key, user int32 }
 
 // visibility measures accept -> visible in Redis: every pollInterval it reads the stored
-// value of each user with a pending value (one script call per board and chunk of users,
-// pipelined) and, once the stored value reaches the awaited one, records now - accept time
-// in the submission's phase. Best scores are watched on global, increments on points (their
+// value of each user with a pending value (plain pipelined commands, v.chunk ×
+// chunksPerTrip users per poll) and, once the stored value reaches the awaited one,
+// records now - accept time in the submission's phase. Best scores are watched on global, increments on points (their
 // running sum), match points on the match's own board (the user's running sum).
 type visibility struct {
 	rdb      *redis.Client
@@ -99,10 +99,6 @@ func (v *visibility) add(k kind, user int32, score int64, at time.Time, ph *writ
 
 // run polls until ctx ends.
 func (v *visibility) run(ctx context.Context) {
-	if err := v.store.LoadScripts(ctx); err != nil {
-		v.pollErrs.Add(1)
-		v.lastError.Store(err.Error())
-	}
 	t := time.NewTimer(v.interval)
 	defer t.Stop()
 	var targets []visTarget
@@ -135,31 +131,17 @@ func (v *visibility) run(ctx context.Context) {
 	}
 }
 
-// chunksPerTrip is how many chunks of v.chunk users go in one pipelined round trip.
+// chunksPerTrip is how many chunks of v.chunk users go in one poll.
 const chunksPerTrip = 8
 
-// poll reads the targets' stored values (sorted by board), one script call per board and
-// chunk of users, all pipelined.
+// poll reads the targets' stored values, all in three pipelined round trips
+// (storage.Boards.ReadValues).
 func (v *visibility) poll(ctx context.Context, targets []visTarget) {
-	pipe := v.rdb.Pipeline()
-	type read struct {
-		values func() ([]storage.Value, error)
-		first  int
-	}
-	var reads []read
-	users := make([]string, len(targets))
+	keys := make([]storage.ValueKey, len(targets))
 	for i, t := range targets {
-		users[i] = v.names[t.user]
+		keys[i] = storage.ValueKey{Board: v.boards[t.key], Period: allTime, UserID: v.names[t.user]}
 	}
-	for start := 0; start < len(targets); {
-		end := start + 1
-		for end < len(targets) && end-start < v.chunk && targets[end].key == targets[start].key {
-			end++
-		}
-		reads = append(reads, read{v.store.QueueValues(ctx, pipe, v.boards[targets[start].key], allTime, users[start:end]), start})
-		start = end
-	}
-	_, err := pipe.Exec(ctx)
+	values, err := v.store.ReadValues(ctx, keys)
 	now := time.Now()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -170,17 +152,9 @@ func (v *visibility) poll(ctx context.Context, targets []visTarget) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, r := range reads {
-		values, err := r.values()
-		if err != nil {
-			v.pollErrs.Add(1)
-			v.lastError.Store(err.Error())
-			continue
-		}
-		for i, val := range values {
-			if val.OK { // absent: nothing applied yet
-				v.resolve(targets[r.first+i], val.Score, now)
-			}
+	for i, val := range values {
+		if val.OK { // absent: nothing applied yet
+			v.resolve(targets[i], val.Score, now)
 		}
 	}
 }
