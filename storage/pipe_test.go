@@ -82,6 +82,13 @@ func TestPipeAnswersEachCommand(t *testing.T) {
 	if v, err := bob.Wait(ctx); err != nil || v.OK {
 		t.Fatalf("bob's value = %+v, %v; want none", v, err)
 	}
+	// Redis forgot its scripts (a restart): the read loads the script again.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: "alice"}).Wait(ctx); err != nil || v != (storage.Value{Score: 42, OK: true}) {
+		t.Fatalf("after SCRIPT FLUSH alice's value = %+v, %v; want 42", v, err)
+	}
 
 	pipe.Close()
 	if _, err := pipe.Go(ctx, redis.NewStringCmd(ctx, "echo", "late")).Wait(ctx); !errors.Is(err, storage.ErrBatcherClosed) {

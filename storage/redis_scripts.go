@@ -3,7 +3,10 @@ package storage
 import "github.com/redis/go-redis/v9"
 
 // The Lua scripts of the Redis mirror. Each runs atomically on the keys of one board (one
-// hash tag, so one cluster slot); see redis.go for the key layout.
+// hash tag, so one cluster slot); see redis.go for the key layout. The scripts find the
+// buckets of the entry hashes themselves, keys their callers do not name: Redis (Cluster
+// too) lets a script reach keys of the slot its named keys are in, which the cluster test
+// exercises.
 
 // entryReadLua defines the entry hashes of a board period: user -> record (record.go),
 // spread over buckets by linear hashing so that each stays small enough for Redis's compact
