@@ -192,6 +192,10 @@ func (b *bench) writePhase(ctx context.Context, ph *writePhase) {
 	b.printVisibility(ph)
 	b.settle(ctx, ph)
 	b.printPipeline(ph)
+	if ph.drainedAfter > 0 { // applied per window means something once everything was applied
+		b.measureApplied(ctx, ph)
+		b.printWindows(ph)
+	}
 	fmt.Fprintln(b.out)
 }
 

@@ -27,6 +27,7 @@ type config struct {
 	VisTimeout   time.Duration `json:"-"`
 	DrainTimeout time.Duration `json:"-"`
 	PollInterval time.Duration `json:"-"`
+	Window       time.Duration `json:"-"`
 	PollChunk    int           `json:"poll_chunk"`
 	Postgres     string        `json:"postgres"`
 	Redis        string        `json:"redis"`
@@ -51,6 +52,7 @@ type config struct {
 	ReadDurationS string `json:"read_duration"`
 	VisTimeoutS   string `json:"visibility_timeout"`
 	IdleDurationS string `json:"idle_duration"`
+	WindowS       string `json:"window"`
 	LimiterDurS   string `json:"limiter_duration"`
 	MixS          string `json:"mix"`
 }
@@ -83,6 +85,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.ReqTimeout, "request-timeout", 30*time.Second, "HTTP client timeout per request")
 	fs.DurationVar(&c.VisTimeout, "visibility-timeout", 30*time.Second, "after a write phase, how long accepted scores may take to show in Redis")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Minute, "after each write phase and before the exactly-once check: how long to wait for the pipeline to apply every accepted score")
+	fs.DurationVar(&c.Window, "window", 10*time.Second, "write phases: accepted and applied commands are reported per window of this length (the rate of an open-loop phase holds when every window applied >= 90 % of what it accepted)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Millisecond, "visibility poller period")
 	fs.IntVar(&c.PollChunk, "poll-chunk", 500, "visibility poller: users per chunk (8 chunks are read per poll, in three pipelined round trips)")
 	fs.StringVar(&c.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/leaderboard_bench?sslmode=disable", "PostgreSQL URL of the service's database")
@@ -124,7 +127,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	c.Target = strings.TrimRight(c.Target, "/")
 	c.DurationS, c.ReadDurationS, c.VisTimeoutS = c.Duration.String(), c.ReadDuration.String(), c.VisTimeout.String()
-	c.IdleDurationS, c.LimiterDurS = c.IdleDuration.String(), c.LimiterDuration.String()
+	c.IdleDurationS, c.LimiterDurS, c.WindowS = c.IdleDuration.String(), c.LimiterDuration.String(), c.Window.String()
 	return c, c.validate()
 }
 
@@ -147,6 +150,9 @@ func (c config) validate() error {
 	}
 	if c.MixedRate < 0 || c.IdleDuration < 0 || c.ServicePID < 0 {
 		errs = append(errs, errors.New("-mixed-rate, -idle-duration and -service-pid must not be negative"))
+	}
+	if c.Window < time.Second {
+		errs = append(errs, errors.New("-window: want at least 1s"))
 	}
 	if c.LimiterDuration < time.Second {
 		errs = append(errs, errors.New("-limiter-duration: want at least 1s"))

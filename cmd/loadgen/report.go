@@ -32,6 +32,11 @@ type writeReport struct {
 	LoadgenCores  float64      `json:"loadgen_cpu_cores"`                // loadgen's CPU time / phase elapsed
 	DrainedAfterS float64      `json:"pipeline_drained_after_s,omitempty"`
 
+	// Windows is the phase window by window (-window): accepted and applied commands.
+	Windows *windowsReport `json:"windows,omitempty"`
+	// Holds says whether an open-loop phase's rate holds (see judge).
+	Holds *holdsReport `json:"holds,omitempty"`
+
 	// Kinds breaks the mixed phase down by kind of command.
 	Kinds []kindReport `json:"kinds,omitempty"`
 	// Pipeline is what the pipeline applied (score_history rows), from PostgreSQL.
@@ -113,6 +118,10 @@ func (b *bench) writeReport(ph *writePhase) writeReport {
 		r.LoadgenCores = float64(int64(ph.cpu.Seconds()/el.Seconds()*100)) / 100
 	}
 	r.AcceptedPerS = perSecond(ph.inWindow.Load(), window)
+	r.Windows = ph.win.report()
+	if ph.offered > 0 && r.Windows != nil {
+		r.Holds = judge(r)
+	}
 	if ph.mixed {
 		for k := range numKinds {
 			ks := &ph.kinds[k]

@@ -37,6 +37,9 @@ type writePhase struct {
 	// body) instead of the server token: the writes of the limiter phase's "on" runs.
 	players *playerTokens
 
+	// win counts accepted and applied commands per -window of the phase.
+	win *windows
+
 	cpu          time.Duration // loadgen's own CPU time during the phase
 	drainedAfter time.Duration // from the last answer until score_history held every 202; 0 if unknown
 
@@ -96,6 +99,7 @@ func (b *bench) openLoop(ctx context.Context, ph *writePhase, rate float64, pick
 	cpu0 := cpuTime()
 	ph.start = time.Now().Add(5 * time.Millisecond)
 	ph.windowEnd = ph.start.Add(b.cfg.Duration)
+	ph.win = newWindows(ph.start, b.cfg.Duration, b.cfg.Window)
 	for i := int64(0); i < n && ctx.Err() == nil; i++ {
 		sched := ph.start.Add(time.Duration(float64(i) * perSend))
 		if d := time.Until(sched); d > 0 {
@@ -147,6 +151,7 @@ func (b *bench) closedLoop(ctx context.Context, ph *writePhase, d time.Duration)
 	cpu0 := cpuTime()
 	ph.start = time.Now()
 	ph.windowEnd = ph.start.Add(d)
+	ph.win = newWindows(ph.start, d, b.cfg.Window)
 	var wg sync.WaitGroup
 	for range b.cfg.Concurrency {
 		wg.Add(1)
@@ -209,6 +214,9 @@ func (b *bench) send(ctx context.Context, ph *writePhase, k kind, user int32, fr
 		}
 		ph.acceptLatency.add(now.Sub(from))
 		ks.acceptLatency.add(now.Sub(from))
+		if ph.win != nil {
+			ph.win.accept(now)
+		}
 		b.vis.add(k, user, b.users.accept(k, user, ev.score), now, ph)
 	case err == nil && k == kindBest && ans.status == http.StatusOK && strings.Contains(string(ans.body), `"unchanged"`):
 		ev.outcome = unchanged
