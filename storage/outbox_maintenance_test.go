@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -243,5 +244,56 @@ func TestOutboxMaintenancePrune(t *testing.T) {
 	// The forwarder's offset is untouched.
 	if got := f.offset(); got != f.rows[4] {
 		t.Errorf("Prune moved the offset to %+v", got)
+	}
+}
+
+// TestRelayReadRangeScansInItsGenericPlan: the relay's read is a prepared statement, and
+// PostgreSQL soon runs it with a generic plan; that plan must start the primary key's scan
+// at the relay's position (an index condition), not walk every row the table still holds
+// and filter them (what forwarded rows waiting for their prune cost on every read).
+func TestRelayReadRangeScansInItsGenericPlan(t *testing.T) {
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	users := usersOfShard(t, 0, 50)
+	for i := range 400 {
+		f.accept(command(fmt.Sprintf("plan-%d", i), users[i%len(users)], "b"))
+	}
+	schema := storage.NewOutboxSchema()
+	topic := schema.Topic(0)
+	if _, err := f.pool.Exec(ctx, `ANALYZE `+outboxTable(0)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	defer conn.Conn().Close(ctx) //nolint:errcheck // its session settings and statement stay out of the pool
+	for _, q := range []string{
+		`SET plan_cache_mode = force_generic_plan`,
+		`PREPARE relay_read(text, int) AS ` + storage.RelayReadSQL(schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic)),
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE relay_read('`+storage.RelayConsumerGroup+`', 500)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, `Index Cond: (ROW(transaction_id, "offset") >`) {
+		t.Fatalf("the generic plan of the relay's read does not start at the position:\n%s", text)
 	}
 }

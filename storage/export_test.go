@@ -1,0 +1,4 @@
+package storage
+
+// RelayReadSQL is the relay's read statement, for the test of its plan.
+var RelayReadSQL = relayReadSQL
