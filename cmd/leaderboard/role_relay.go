@@ -21,7 +21,7 @@ func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness
 		return err
 	}
 	g.Go(func() error { return relay.Run(ctx) })
-	maint := storage.NewTableMaintenance(d.pool, d.schema, d.cfg.OutboxShards, 15*time.Second, d.logger)
+	maint := storage.NewTableMaintenance(d.pool, d.schema, d.cfg.OutboxShards, 15*time.Second, time.Second, d.logger)
 	g.Go(func() error {
 		if err := maint.Run(ctx); err != nil && ctx.Err() == nil {
 			d.logger.Warn("table maintenance stopped", "err", err)
