@@ -20,7 +20,7 @@
 #               like every write phase it reports accepted and applied commands per -window (10 s), and
 #               says whether the rate holds: every window applied >= 90 % of what it accepted, accept
 #               p99 < 100 ms, accept -> visible p95 < 1 s, errors < 1 %, nothing dropped
-#               (BENCH_DURATION=15m BENCH_RATE=2500 BENCH_FANOUT=0 BENCH_ARGS="-phases rate": a soak run)
+#               (BENCH_DURATION=15m BENCH_RATE=3000 BENCH_FANOUT=0 BENCH_ARGS="-phases rate": a soak run)
 #   saturation  phase B: best scores, -concurrency closed-loop writers for -duration
 #   limiter     the cost of the per-user rate limiter: best scores as in phase B, closed loop, in runs of
 #               half of -limiter-duration (20 s) each, alternating off, on, off, on: off = the server
