@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,28 +24,21 @@ type windows struct {
 	size     time.Duration
 	start    time.Time
 	accepted []atomic.Int64 // the phase's full windows, then one for every later answer
-	applied  []int64        // the same windows, from score_history (nil until measured)
+	applied  []int64        // the same windows, from score_history once measured
 	measured bool
 }
 
 // newWindows covers a phase of d from start: floor(d/size) full windows (a shorter rest
-// is counted with what comes after the phase).
+// is counted with what comes after the phase). size is positive (-window is at least 1s).
 func newWindows(start time.Time, d, size time.Duration) *windows {
-	n := 0
-	if size > 0 {
-		n = int(d / size)
-	}
+	n := int(d / size)
 	return &windows{size: size, start: start, accepted: make([]atomic.Int64, n+1), applied: make([]int64, n+1)}
 }
 
-// index is the window at: a full window, or the last slot for anything after them.
+// index is the window at (never before start: sends begin at it): a full window, or the
+// last slot for anything after them.
 func (w *windows) index(at time.Time) int {
-	last := len(w.accepted) - 1
-	if w.size <= 0 {
-		return last
-	}
-	i := int(at.Sub(w.start) / w.size)
-	return min(max(i, 0), last)
+	return min(int(at.Sub(w.start)/w.size), len(w.accepted)-1)
 }
 
 func (w *windows) accept(at time.Time) { w.accepted[w.index(at)].Add(1) }
@@ -56,7 +48,7 @@ func (w *windows) accept(at time.Time) { w.accepted[w.index(at)].Add(1) }
 // Call it once the phase drained and before the next one starts.
 func (b *bench) measureApplied(ctx context.Context, ph *writePhase) {
 	w := ph.win
-	if b.pg == nil || w == nil || w.size <= 0 || ctx.Err() != nil {
+	if b.pg == nil || w == nil || ctx.Err() != nil {
 		return
 	}
 	rows, err := b.pg.Query(ctx, `
@@ -121,7 +113,6 @@ func (w *windows) report() *windowsReport {
 		}
 	}
 	r.AfterAccepted, r.AfterApplied = w.accepted[last].Load(), w.applied[last]
-	r.WorstRatio = math.Round(r.WorstRatio*1000) / 1000
 	return r
 }
 

@@ -10,7 +10,7 @@ import (
 func TestWindowsCountAndReport(t *testing.T) {
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	w := newWindows(start, 35*time.Second, 10*time.Second) // 3 full windows; the last 5 s go with what comes after
-	for _, off := range []time.Duration{-time.Millisecond, 0, 9999 * time.Millisecond, 10 * time.Second, 29 * time.Second, 30 * time.Second, 40 * time.Second} {
+	for _, off := range []time.Duration{0, 1, 9999 * time.Millisecond, 10 * time.Second, 29 * time.Second, 30 * time.Second, 40 * time.Second} {
 		w.accept(start.Add(off))
 	}
 	if got := []int64{w.accepted[0].Load(), w.accepted[1].Load(), w.accepted[2].Load(), w.accepted[3].Load()}; !slices.Equal(got, []int64{3, 1, 1, 2}) {
@@ -31,8 +31,8 @@ func TestWindowsCountAndReport(t *testing.T) {
 	// A window that accepted nothing cannot be the worst; applying a backlog counts over 1.
 	w.accepted[1].Store(0)
 	copy(w.applied, []int64{2, 5, 1, 4})
-	if r := w.report(); r.WorstRatio != 0.667 || r.WorstStartS != 0 {
-		t.Fatalf("worst = %v at %vs, want 0.667 at 0s", r.WorstRatio, r.WorstStartS)
+	if r := w.report(); r.WorstRatio != 2.0/3 || r.WorstStartS != 0 {
+		t.Fatalf("worst = %v at %vs, want 2/3 at 0s", r.WorstRatio, r.WorstStartS)
 	}
 }
 

@@ -214,9 +214,7 @@ func (b *bench) send(ctx context.Context, ph *writePhase, k kind, user int32, fr
 		}
 		ph.acceptLatency.add(now.Sub(from))
 		ks.acceptLatency.add(now.Sub(from))
-		if ph.win != nil {
-			ph.win.accept(now)
-		}
+		ph.win.accept(now)
 		b.vis.add(k, user, b.users.accept(k, user, ev.score), now, ph)
 	case err == nil && k == kindBest && ans.status == http.StatusOK && strings.Contains(string(ans.body), `"unchanged"`):
 		ev.outcome = unchanged
