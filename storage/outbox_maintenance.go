@@ -62,25 +62,39 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	return rewound, nil
 }
 
-// Prune deletes outbox rows of a shard that the relay has passed and whose event
-// the projector has applied (or dead-lettered). It returns how many rows it deleted.
+// Prune looks at the oldest limit rows of a shard that the relay has passed and deletes
+// those whose event the projector has applied (or dead-lettered). It returns how many rows
+// it deleted: fewer than limit when one of them is still on its way.
 func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (int64, error) {
 	topic := m.schema.Topic(shard)
-	msgs, offs := m.schema.Messages.MessagesTable(topic), m.schema.Offsets.MessagesOffsetsTable(topic)
-	tag, err := m.pool.Exec(ctx, `
-		DELETE FROM `+msgs+` o USING (
-			SELECT o2.transaction_id, o2."offset" FROM `+msgs+` o2, `+offs+` f
-			WHERE f.consumer_group = $1
-			  AND (o2.transaction_id, o2."offset") <= (f.last_processed_transaction_id, f.offset_acked)
-			  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o2")+` AND h.event_id = `+rowEvent("o2")+`)
-			    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o2")+` AND d.event_id = `+rowEvent("o2")+`))
-			ORDER BY o2.transaction_id, o2."offset" LIMIT $2
-		) d
-		WHERE o.transaction_id = d.transaction_id AND o."offset" = d."offset"`, RelayConsumerGroup, limit)
+	tag, err := m.pool.Exec(ctx, pruneSQL(m.schema.Messages.MessagesTable(topic), m.schema.Offsets.MessagesOffsetsTable(topic)), RelayConsumerGroup, limit)
 	if err != nil {
 		return 0, unavailable(fmt.Sprintf("prune outbox shard %d", shard), err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// pruneSQL deletes, of the oldest $2 rows at or before the position of consumer group $1
+// in offsets table offs, those whose event is in the history or the dead letters. Only
+// the oldest $2 are looked at, in the primary key's order from its start: the cost of a
+// prune stays that of $2 rows when the projector lags. Choosing among all forwarded rows
+// instead (as the prune did first) looked up the history for every row the projector had
+// not reached yet, on every prune: at 4,000 writes/s with a lagging projector that was
+// 0.4 s a prune and half a core of PostgreSQL.
+func pruneSQL(msgs, offs string) string {
+	return `
+		WITH pos AS (
+			SELECT coalesce((SELECT offset_acked FROM ` + offs + ` WHERE consumer_group = $1), 0) AS o,
+			       coalesce((SELECT last_processed_transaction_id FROM ` + offs + ` WHERE consumer_group = $1), '0'::xid8) AS tx
+		), oldest AS (
+			SELECT m.transaction_id, m."offset", m.uuid, m.payload, m.metadata FROM ` + msgs + ` m, pos
+			WHERE (m.transaction_id, m."offset") <= (pos.tx, pos.o)
+			ORDER BY m.transaction_id, m."offset" LIMIT $2
+		)
+		DELETE FROM ` + msgs + ` o USING oldest d
+		WHERE o.transaction_id = d.transaction_id AND o."offset" = d."offset"
+		  AND (EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + rowUser("d") + ` AND h.event_id = ` + rowEvent("d") + `)
+		    OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + rowUser("d") + ` AND l.event_id = ` + rowEvent("d") + `))`
 }
 
 // Backlog returns how many outbox rows of a shard the relay has not passed yet.

@@ -245,6 +245,21 @@ func TestOutboxMaintenancePrune(t *testing.T) {
 	if got := f.offset(); got != f.rows[4] {
 		t.Errorf("Prune moved the offset to %+v", got)
 	}
+
+	// Only the oldest rows are looked at: with ev-4 still on its way at the head, a prune
+	// of one row deletes nothing, even though ev-6, forwarded now, is applied.
+	f.setOffset(f.rows[5])
+	n, err = f.maint.Prune(ctx, 0, 1)
+	if err != nil || n != 0 {
+		t.Errorf("Prune(limit 1) behind an unapplied row = %d, %v; want 0", n, err)
+	}
+	n, err = f.maint.Prune(ctx, 0, 2)
+	if err != nil || n != 1 {
+		t.Errorf("Prune(limit 2) = %d, %v; want 1", n, err)
+	}
+	if got := outboxRows(t, f.pool, 0); fmt.Sprint(got) != "[ev-4]" {
+		t.Errorf("after Prune(limit 2): %v, want [ev-4]", got)
+	}
 }
 
 // TestRelayReadRangeScansInItsGenericPlan: the relay's read is a prepared statement, and
@@ -252,6 +267,28 @@ func TestOutboxMaintenancePrune(t *testing.T) {
 // at the relay's position (an index condition), not walk every row the table still holds
 // and filter them (what forwarded rows waiting for their prune cost on every read).
 func TestRelayReadRangeScansInItsGenericPlan(t *testing.T) {
+	text := genericPlan(t, storage.RelayReadSQL, "500")
+	if !strings.Contains(text, `Index Cond: (ROW(transaction_id, "offset") >`) {
+		t.Fatalf("the generic plan of the relay's read does not start at the position:\n%s", text)
+	}
+}
+
+// TestPruneScansOnlyTheOldestRowsInItsGenericPlan: the prune's generic plan walks the
+// primary key from its start up to the relay's position and stops after the limit; it
+// does not gather (and sort) every forwarded row, which costs a history lookup each while
+// the projector lags.
+func TestPruneScansOnlyTheOldestRowsInItsGenericPlan(t *testing.T) {
+	text := genericPlan(t, storage.PruneSQL, "5000")
+	if !strings.Contains(text, `Index Cond: (ROW(transaction_id, "offset") <=`) || !strings.Contains(text, "Limit") || strings.Contains(text, "Sort") {
+		t.Fatalf("the generic plan of the prune does not walk the oldest rows in the key's order:\n%s", text)
+	}
+}
+
+// genericPlan fills shard 0's outbox with 400 rows, prepares statement (given the shard's
+// messages and offsets tables; $1 the relay's consumer group, $2 a limit) and returns
+// EXPLAIN of its generic plan run with limit.
+func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit string) string {
+	t.Helper()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
 	users := usersOfShard(t, 0, 50)
@@ -271,13 +308,13 @@ func TestRelayReadRangeScansInItsGenericPlan(t *testing.T) {
 	defer conn.Conn().Close(ctx) //nolint:errcheck // its session settings and statement stay out of the pool
 	for _, q := range []string{
 		`SET plan_cache_mode = force_generic_plan`,
-		`PREPARE relay_read(text, int) AS ` + storage.RelayReadSQL(schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic)),
+		`PREPARE planned(text, int) AS ` + statement(schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic)),
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE relay_read('`+storage.RelayConsumerGroup+`', 500)`)
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE planned('`+storage.RelayConsumerGroup+`', `+limit+`)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,8 +329,5 @@ func TestRelayReadRangeScansInItsGenericPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Join(plan, "\n")
-	if !strings.Contains(text, `Index Cond: (ROW(transaction_id, "offset") >`) {
-		t.Fatalf("the generic plan of the relay's read does not start at the position:\n%s", text)
-	}
+	return strings.Join(plan, "\n")
 }

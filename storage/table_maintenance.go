@@ -33,12 +33,13 @@ func NewTableMaintenance(pool *pgxpool.Pool, schema OutboxSchema, shards int, in
 	return &TableMaintenance{pool: pool, tables: tables, interval: interval, growth: growth, logger: logger}
 }
 
-// Run analyzes the tables, then, when autovacuum is off, vacuums and analyzes them every
-// interval until ctx ends, and in between analyzes a table as soon as it holds more than
-// twice the rows (plus 50) its statistics say. A fresh table filling up would otherwise
-// be planned as the empty table it was until the next pass: the projector's lookups of a
-// few entries by key become sequential scans of a board that grows by thousands of rows
-// a second.
+// Run analyzes the tables, then, when autovacuum is off, does what autovacuum would: at
+// start a full VACUUM (ANALYZE), then every interval a VACUUM or ANALYZE of each table past
+// autovacuum's default thresholds (MaintainDue), and in between an ANALYZE of a table as
+// soon as it holds more than twice the rows (plus 50) its statistics say. A fresh table
+// filling up would otherwise be planned as the empty table it was until the next pass: the
+// projector's lookups of a few entries by key become sequential scans of a board that
+// grows by thousands of rows a second.
 func (m *TableMaintenance) Run(ctx context.Context) error {
 	var autovacuum string
 	if err := m.pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
@@ -56,10 +57,10 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 		defer g.Stop()
 		grown = g.C
 	}
+	if err := m.pass(ctx, "VACUUM (ANALYZE)"); err != nil && ctx.Err() == nil {
+		m.logger.Warn("table maintenance failed", "err", err)
+	}
 	for {
-		if err := m.pass(ctx, "VACUUM (ANALYZE)"); err != nil && ctx.Err() == nil {
-			m.logger.Warn("table maintenance failed", "err", err)
-		}
 		for due := false; !due; {
 			select {
 			case <-ctx.Done():
@@ -67,30 +68,68 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 			case <-t.C:
 				due = true
 			case <-grown:
-				if err := m.analyzeGrown(ctx); err != nil && ctx.Err() == nil {
+				if err := m.maintain(ctx, true); err != nil && ctx.Err() == nil {
 					m.logger.Warn("table maintenance failed", "err", err)
 				}
 			}
 		}
+		if err := m.MaintainDue(ctx); err != nil && ctx.Err() == nil {
+			m.logger.Warn("table maintenance failed", "err", err)
+		}
 	}
 }
 
-// analyzeGrown analyzes the tables holding more than twice the rows their statistics
-// say, plus 50 (live rows as PostgreSQL's cumulative statistics count them).
-func (m *TableMaintenance) analyzeGrown(ctx context.Context) error {
+// MaintainDue vacuums the tables whose dead rows exceed 50 plus 20 % of their rows, or
+// whose rows inserted since the last vacuum exceed 1000 plus 20 %, and analyzes those
+// whose rows changed since the last analyze exceed 50 plus 10 % (autovacuum's default
+// thresholds). A full pass of every table every interval, as the maintenance did first,
+// re-read the history and the request log as they grew: at 4,000 writes/s, 0.15 cores of
+// PostgreSQL within three minutes.
+func (m *TableMaintenance) MaintainDue(ctx context.Context) error { return m.maintain(ctx, false) }
+
+// maintain runs on each table what the cumulative statistics say it is due: with
+// grownOnly, only the ANALYZE of a table holding more than twice the rows its statistics
+// say, plus 50; otherwise what MaintainDue says.
+func (m *TableMaintenance) maintain(ctx context.Context, grownOnly bool) error {
 	rows, err := m.pool.Query(ctx, `
-		SELECT s.relid::regclass::text FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-		WHERE s.relid = ANY($1::text[]::regclass[]) AND s.n_live_tup > 2 * greatest(c.reltuples, 0) + 50`, m.tables)
+		SELECT s.relid::regclass::text,
+		       s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0) OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
+		       s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0),
+		       s.n_live_tup > 2 * greatest(c.reltuples, 0) + 50
+		FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+		WHERE s.relid = ANY($1::text[]::regclass[])`, m.tables)
 	if err != nil {
-		return unavailable("find grown tables", err)
+		return unavailable("find tables due for maintenance", err)
 	}
-	grown, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type due struct {
+		table                  string
+		vacuum, analyze, grown bool
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
+		var d due
+		err := r.Scan(&d.table, &d.vacuum, &d.analyze, &d.grown)
+		return d, err
+	})
 	if err != nil {
-		return unavailable("find grown tables", err)
+		return unavailable("find tables due for maintenance", err)
 	}
-	for _, table := range grown { // regclass's text is a quoted name
-		if _, err := m.pool.Exec(ctx, "ANALYZE "+table); err != nil {
-			return unavailable("ANALYZE "+table, err)
+	for _, d := range tables { // regclass's text is a quoted name
+		if grownOnly {
+			d.vacuum, d.analyze = false, d.grown
+		}
+		command := ""
+		switch {
+		case d.vacuum && d.analyze:
+			command = "VACUUM (ANALYZE) "
+		case d.vacuum:
+			command = "VACUUM "
+		case d.analyze:
+			command = "ANALYZE "
+		default:
+			continue
+		}
+		if _, err := m.pool.Exec(ctx, command+d.table); err != nil {
+			return unavailable(command+d.table, err)
 		}
 	}
 	return nil

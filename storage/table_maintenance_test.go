@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -15,13 +17,7 @@ import (
 func TestTableMaintenanceAnalyzesATableThatGrew(t *testing.T) {
 	pool := newMigratedPool(t, 1)
 	ctx := testContext(t)
-	var autovacuum string
-	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
-		t.Fatal(err)
-	}
-	if autovacuum == "on" {
-		t.Skip("this PostgreSQL runs autovacuum, which analyzes the tables itself")
-	}
+	skipWithAutovacuum(t, pool)
 	reltuples := func() float64 {
 		var n float64
 		if err := pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'users'::regclass`).Scan(&n); err != nil {
@@ -71,5 +67,71 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 			t.Fatalf("not within %s: %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTableMaintenanceVacuumsWhatIsDue: MaintainDue vacuums a table past autovacuum's
+// thresholds of dead or inserted rows, analyzes one past its threshold of changed rows,
+// and leaves a table below them alone.
+func TestTableMaintenanceVacuumsWhatIsDue(t *testing.T) {
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	skipWithAutovacuum(t, pool)
+	m := storage.NewTableMaintenance(pool, storage.NewOutboxSchema(), 1, time.Hour, 0, slog.New(slog.DiscardHandler))
+	run := func(sql string) {
+		t.Helper()
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		// Hand the change to the cumulative statistics now rather than when the session idles.
+		if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func() (vacuums, analyzes int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT vacuum_count, analyze_count FROM pg_stat_user_tables WHERE relid = 'users'::regclass`).Scan(&vacuums, &analyzes); err != nil {
+			t.Fatal(err)
+		}
+		return vacuums, analyzes
+	}
+	step := func(sql string, wantVacuum, wantAnalyze bool) {
+		t.Helper()
+		run(sql)
+		v0, a0 := counts()
+		if err := m.MaintainDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v1, a1 := counts()
+		if (v1 > v0) != wantVacuum || (a1 > a0) != wantAnalyze {
+			t.Fatalf("after %s: vacuumed %v, analyzed %v; want %v, %v", sql, v1 > v0, a1 > a0, wantVacuum, wantAnalyze)
+		}
+	}
+	run(`INSERT INTO users (user_id) SELECT 'u-' || i FROM generate_series(1, 1000) i`)
+	run(`VACUUM (ANALYZE) users`) // 1000 rows: vacuum past 250 dead or 1200 inserted, analyze past 150 changed
+	step(`DELETE FROM users WHERE user_id IN (SELECT 'u-' || i FROM generate_series(1, 100) i)`, false, false)
+	step(`DELETE FROM users WHERE user_id IN (SELECT 'u-' || i FROM generate_series(101, 200) i)`, false, true)
+	step(`DELETE FROM users WHERE user_id IN (SELECT 'u-' || i FROM generate_series(201, 300) i)`, true, false)
+	// 700 rows now (the vacuum counted them): insertions are due past 1140.
+	step(`INSERT INTO users (user_id) SELECT 'v-' || i FROM generate_series(1, 1100) i`, false, true)
+	// 1800 rows (the analyze counted them): past 1360 insertions since the vacuum.
+	step(`INSERT INTO users (user_id) SELECT 'w-' || i FROM generate_series(1, 300) i`, true, true)
+}
+
+// skipWithAutovacuum skips a test of the service's own maintenance on a PostgreSQL that
+// runs autovacuum: it would vacuum and analyze the tables itself, meanwhile.
+func skipWithAutovacuum(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var autovacuum string
+	if err := pool.QueryRow(testContext(t), `SHOW autovacuum`).Scan(&autovacuum); err != nil {
+		t.Fatal(err)
+	}
+	if autovacuum == "on" {
+		t.Skip("this PostgreSQL runs autovacuum, which vacuums and analyzes the tables itself")
 	}
 }
