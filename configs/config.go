@@ -120,6 +120,12 @@ type Config struct {
 	// batches may be in flight at once.
 	ProjectorBatch   int
 	ProjectorWorkers int
+	// ProjectorLinger is how long a projector batch waits for more events after its
+	// first; RelayLinger the least time between two reads of an outbox shard while rows
+	// keep coming and no batch fills. Both trade a little latency for fewer, larger
+	// transactions and produce requests (0: none).
+	ProjectorLinger time.Duration
+	RelayLinger     time.Duration
 	// RelayPollInterval is how soon a relay looks again at rows held back by a write
 	// transaction still open (an idle relay waits for the outbox's notification);
 	// OutboxPruneInterval is how often it deletes forwarded and applied outbox rows.
@@ -285,6 +291,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
+	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 5*time.Millisecond, 0, time.Second)
+	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 20*time.Millisecond, 0, time.Second)
 	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)
 	c.MatchIdleTTL = durationVar("LEADERBOARD_MATCH_IDLE_TTL", time.Hour, 10*time.Second, 30*24*time.Hour)
 	if path := get("LEADERBOARD_BOARDS_FILE", ""); path != "" {

@@ -53,9 +53,12 @@ type ApplyScore struct {
 	metrics    *ProjectorMetrics
 	logger     *slog.Logger
 	fold       storage.FoldFunc
-	// batcher gathers commands: each is the events of one message (one per board it
-	// counts for), applied together or not at all.
-	batcher *storage.Batcher[[]storage.ScoreEvent, bool]
+	// batcher gathers messages' payloads: each decodes to the events of one command (one
+	// per board it counts for), applied together or not at all. The batch workers decode
+	// them, not the goroutine Watermill starts for each message: decoding JSON grows a
+	// fresh goroutine's stack every time, a worker's only once (at saturation, 5-10 % less
+	// service CPU per event).
+	batcher *storage.Batcher[[]byte, bool]
 }
 
 // ApplyScoreConfig configures ApplyScore.
@@ -68,6 +71,11 @@ type ApplyScoreConfig struct {
 	Workers int
 	// MaxBatch bounds the events of one batch (default 500).
 	MaxBatch int
+	// Linger is how long a batch waits for more messages after its first (0: it takes
+	// what is queued). Each Kafka partition hands over one message at a time, the next once
+	// the batch holding it is done, so without a wait a batch holds the few that happen to
+	// be queued (about 7 at 2,000 writes/s); 5 ms gather most partitions' next message.
+	Linger time.Duration
 }
 
 // NewApplyScore starts the batch workers; Close stops them. changes may be nil.
@@ -86,7 +94,7 @@ func NewApplyScore(p ScoreProjection, m BoardMirror, changes ChangeNotifier, cfg
 	}
 	a := &ApplyScore{projection: p, mirror: m, changes: changes, cfg: cfg.Config, now: cfg.Now, metrics: metrics, logger: logger}
 	a.fold = FoldWith(cfg.Config.Board)
-	a.batcher = storage.NewBatcher(cfg.Workers, cfg.MaxBatch, a.settle)
+	a.batcher = storage.NewLingeringBatcher(cfg.Workers, cfg.MaxBatch, cfg.Linger, a.settle)
 	return a
 }
 
@@ -96,11 +104,7 @@ func (a *ApplyScore) Close() { a.batcher.Close() }
 
 // Handle is the watermill handler function.
 func (a *ApplyScore) Handle(msg *message.Message) error {
-	events, err := a.decode(msg.Payload)
-	if err != nil {
-		return Permanent(err)
-	}
-	_, err = a.batcher.Do(msg.Context(), events)
+	_, err := a.batcher.Do(msg.Context(), msg.Payload)
 	return err
 }
 
@@ -151,10 +155,34 @@ func (a *ApplyScore) decode(payload []byte) ([]storage.ScoreEvent, error) {
 	return events, nil
 }
 
-// settle applies a batch of commands and returns each one's result. A batch that fails
-// for any reason but an unreachable store is split: each command is applied on its own, so
-// one command PostgreSQL rejects (or one that panics) fails alone and the others apply.
-func (a *ApplyScore) settle(cmds [][]storage.ScoreEvent) []storage.Result[bool] {
+// settle decodes a batch of messages' payloads and applies the commands that decode; a
+// payload that does not fails alone, permanently, before any store is touched.
+func (a *ApplyScore) settle(payloads [][]byte) []storage.Result[bool] {
+	results := make([]storage.Result[bool], len(payloads))
+	cmds := make([][]storage.ScoreEvent, 0, len(payloads))
+	of := make([]int, 0, len(payloads)) // cmds[j] is payloads[of[j]]
+	for i, p := range payloads {
+		events, err := a.decode(p)
+		if err != nil {
+			results[i].Err = Permanent(err)
+			continue
+		}
+		cmds = append(cmds, events)
+		of = append(of, i)
+	}
+	if len(cmds) > 0 {
+		for j, r := range a.settleCommands(cmds) {
+			results[of[j]] = r
+		}
+	}
+	return results
+}
+
+// settleCommands applies a batch of commands and returns each one's result. A batch that
+// fails for any reason but an unreachable store is split: each command is applied on its
+// own, so one command PostgreSQL rejects (or one that panics) fails alone and the others
+// apply.
+func (a *ApplyScore) settleCommands(cmds [][]storage.ScoreEvent) []storage.Result[bool] {
 	results := make([]storage.Result[bool], len(cmds))
 	var events []storage.ScoreEvent
 	for _, c := range cmds {
@@ -164,7 +192,7 @@ func (a *ApplyScore) settle(cmds [][]storage.ScoreEvent) []storage.Result[bool] 
 	if err != nil && len(cmds) > 1 && !errors.Is(err, storage.ErrUnavailable) {
 		a.logger.Warn("projector batch failed, applying its commands one by one", "commands", len(cmds), "err", err)
 		for i := range cmds {
-			results[i] = a.settle(cmds[i : i+1])[0]
+			results[i] = a.settleCommands(cmds[i : i+1])[0]
 		}
 		return results
 	}

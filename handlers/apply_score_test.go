@@ -100,10 +100,10 @@ func (nopMirror) Apply(context.Context, storage.Target, []storage.EntryState, ma
 	return storage.Top{}, false, nil
 }
 
-// TestApplyScoreSplitsFailingBatches: one event PostgreSQL rejects, or one that panics,
-// fails alone (permanently, so it is dead-lettered) and every other event of its batch is
-// applied; an unreachable store fails the events without splitting and without making
-// them permanent.
+// TestApplyScoreSplitsFailingBatches: one event PostgreSQL rejects, one that panics, or a
+// message that does not decode, fails alone (permanently, so it is dead-lettered) and
+// every other event of its batch is applied; an unreachable store fails the events
+// without splitting and without making them permanent.
 func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	proj := &fakeProjection{}
 	release, entered := make(chan struct{}), make(chan struct{})
@@ -111,6 +111,9 @@ func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	a := NewApplyScore(hold, nopMirror{}, nil, ApplyScoreConfig{Config: testConfig, Workers: 1, MaxBatch: 64}, nil, slog.New(slog.DiscardHandler))
 	defer a.Close()
 	msgOf := func(u string) *message.Message {
+		if u == "garbage" {
+			return message.NewMessage(u, []byte(`{"event_id":`))
+		}
 		body, _ := json.Marshal(messages.ScoreSubmitted{EventID: "e-" + u, Board: "global", Period: "all_time", UserID: u, Value: 10, OccurredAt: time.Now()})
 		return message.NewMessage(u, body)
 	}
@@ -119,7 +122,7 @@ func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	go func() { held <- a.Handle(msgOf("holder")) }()
 	<-entered
 
-	users := []string{"u1", "bad", "u2", "boom", "u3"}
+	users := []string{"u1", "bad", "u2", "garbage", "boom", "u3"}
 	errs := make(map[string]error)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -149,6 +152,9 @@ func TestApplyScoreSplitsFailingBatches(t *testing.T) {
 	}
 	if err := errs["bad"]; !IsPermanent(err) || !errors.Is(err, storage.ErrRejected) {
 		t.Errorf("rejected event: %v, want a permanent error", err)
+	}
+	if err := errs["garbage"]; !IsPermanent(err) || errors.Is(err, storage.ErrRejected) {
+		t.Errorf("undecodable message: %v, want a permanent decode error", err)
 	}
 	var panicked middleware.RecoveredPanicError
 	if err := errs["boom"]; !errors.As(err, &panicked) {

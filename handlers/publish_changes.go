@@ -18,12 +18,19 @@ import (
 // path. It keeps only the newest top of each board and period, so a slow broker delays
 // notifications and coalesces them, but never holds up applying scores. Notifications are
 // best effort: the top is in Redis already, and a lost one only delays a push.
+//
+// It publishes at most once per interval: what changes meanwhile goes out together when
+// the interval is over. Under load this turns one round of produce requests per projector
+// batch (and a wake-up of every realtime consumer) into a few per second; the realtime
+// streams coalesce to one snapshot per 250 ms anyway.
 type ChangePublisher struct {
 	pub        message.Publisher
 	topic      string
 	usersTopic string
 	logger     *slog.Logger
 	maxPending int
+	interval   time.Duration
+	after      func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	pending map[string]messages.LeaderboardChanged
@@ -33,11 +40,18 @@ type ChangePublisher struct {
 	stopped chan struct{}
 }
 
+// NotifyInterval is the shortest time between two rounds of notifications.
+const NotifyInterval = 100 * time.Millisecond
+
 // NewChangePublisher publishes tops to topic and changed users to usersTopic (not at all
-// when empty) through pub, until Close.
+// when empty) through pub, at most once per NotifyInterval, until Close.
 func NewChangePublisher(pub message.Publisher, topic, usersTopic string, logger *slog.Logger) *ChangePublisher {
+	return newChangePublisher(pub, topic, usersTopic, NotifyInterval, time.After, logger)
+}
+
+func newChangePublisher(pub message.Publisher, topic, usersTopic string, interval time.Duration, after func(time.Duration) <-chan time.Time, logger *slog.Logger) *ChangePublisher {
 	c := &ChangePublisher{
-		pub: pub, topic: topic, usersTopic: usersTopic, logger: logger, maxPending: 100_000,
+		pub: pub, topic: topic, usersTopic: usersTopic, logger: logger, maxPending: 100_000, interval: interval, after: after,
 		pending: map[string]messages.LeaderboardChanged{}, users: map[string]map[string]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -96,7 +110,14 @@ func (c *ChangePublisher) run() {
 	for {
 		select {
 		case <-c.wake:
+		case <-c.done:
 			c.flush()
+			return
+		}
+		c.flush()
+		// Changes queued meanwhile leave their wake-up in the channel for the next round.
+		select {
+		case <-c.after(c.interval):
 		case <-c.done:
 			c.flush()
 			return

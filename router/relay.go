@@ -56,6 +56,10 @@ type RelayConfig struct {
 	// Throttle caps the messages forwarded per second across shards (0: no cap), so a
 	// catch-up after an outage does not starve live traffic downstream.
 	Throttle float64
+	// Linger is the least time between two reads of a shard while rows keep coming and no
+	// batch fills (0: none): the rows of several outbox commits then travel in one read,
+	// produce request and acknowledgement. After a quiet spell a read is not delayed.
+	Linger time.Duration
 }
 
 // Relay forwards the SQL outbox to Kafka in batches: per shard, it reads up to Batch rows
@@ -235,7 +239,15 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	}
 	defer claim.Close()
 	r.logger.Info("relay forwards shard", "shard", shard)
+	var last time.Time // the start of the last read that did not fill a batch
 	for {
+		if wait := r.cfg.Linger - time.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
 		start := time.Now()
 		n, pending, err := r.forward(ctx, claim)
 		if err != nil {
@@ -245,8 +257,10 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 			r.duration.Observe(time.Since(start).Seconds())
 		}
 		if n == r.cfg.Batch {
+			last = time.Time{}
 			continue // more where these came from
 		}
+		last = start
 		wait := r.cfg.IdleInterval
 		if pending { // rows behind a transaction still open: look again soon
 			wait = r.cfg.PollInterval

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/openleaderboard/leaderboard/storage"
 	"github.com/openleaderboard/leaderboard/storage/storagetest"
@@ -18,26 +19,7 @@ import (
 // writes the outbox is still open is not forwarded before that transaction's row, so a
 // user's commands reach Kafka in commit order and none is skipped.
 func TestRelayWaitsForOlderTransactions(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, storagetest.FromEnv(os.Getenv).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	schema := storage.NewOutboxSchema()
-	if err := storage.Migrate(ctx, pool, schema, 1); err != nil {
-		t.Fatal(err)
-	}
-	broker, err := StartEmbeddedKafka("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
-	topics := NewTopics("relay-test", 1)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
-		t.Fatal(err)
-	}
+	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-test")
 	outbox := storage.NewOutboxMaintenance(pool, schema)
 	r, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -119,4 +101,92 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 	if got[0] != "first" || got[1] != "second" {
 		t.Fatalf("Kafka order %v, want [first second]", got)
 	}
+}
+
+// TestRelayLingers: while rows keep coming, a shard's reads are at least Linger apart, so
+// rows committed meanwhile travel in one batch; the first read after a quiet spell is
+// not delayed.
+func TestRelayLingers(t *testing.T) {
+	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-linger")
+	reg := prometheus.NewRegistry()
+	r, err := NewRelay(storage.NewOutboxMaintenance(pool, schema), RelayConfig{
+		Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores,
+		IdleInterval: 5 * time.Millisecond, PollInterval: 5 * time.Millisecond, Linger: 4 * time.Second,
+	}, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.producer.Close()
+	insert := func(id string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `INSERT INTO `+schema.Messages.MessagesTable(schema.Topic(0))+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := func() (n uint64, rows float64) {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "leaderboard_relay_batch_size" {
+				h := f.GetMetric()[0].GetHistogram()
+				return h.GetSampleCount(), h.GetSampleSum()
+			}
+		}
+		return 0, 0
+	}
+	waitBatches := func(n uint64, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for got, _ := batches(); got < n; got, _ = batches() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batches forwarded within %s, want %d", got, within, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	insert("a")
+	start := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.holdShard(runCtx, 0) }()
+	defer func() { stop(); <-done }()
+	waitBatches(1, 2500*time.Millisecond) // after a quiet spell: at once, well before a linger
+	insert("b")
+	insert("c")
+	waitBatches(2, 10*time.Second)
+	if n, rows := batches(); n != 2 || rows != 3 || time.Since(start) < 4*time.Second {
+		t.Fatalf("%d batches of %v rows in all after %s; want b and c together, 4 s after a", n, rows, time.Since(start))
+	}
+}
+
+// newRelayEnv gives a relay test a migrated database of one outbox shard, an embedded
+// broker and its topics (one score partition), all closed when the test ends.
+func newRelayEnv(t *testing.T, topicPrefix string) (context.Context, *pgxpool.Pool, storage.OutboxSchema, *EmbeddedKafka, Topics) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	pool, err := pgxpool.New(ctx, storagetest.FromEnv(os.Getenv).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := storage.NewOutboxSchema()
+	if err := storage.Migrate(ctx, pool, schema, 1); err != nil {
+		t.Fatal(err)
+	}
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	topics := NewTopics(topicPrefix, 1)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, pool, schema, broker, topics
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // ErrBatcherClosed is returned by Batcher.Do once Close has been called.
@@ -23,6 +24,9 @@ type Batcher[T, R any] struct {
 	queue    chan pending[T, R]
 	maxBatch int
 	handle   func([]T) []Result[R]
+	// linger is how long a worker waits, after the first item, for more (0: it takes only
+	// what is queued).
+	linger time.Duration
 
 	mu     sync.RWMutex
 	closed bool
@@ -37,7 +41,13 @@ type pending[T, R any] struct {
 // NewBatcher starts workers goroutines. handle must return one result per item and must
 // not keep the slice it is given (it is reused).
 func NewBatcher[T, R any](workers, maxBatch int, handle func([]T) []Result[R]) *Batcher[T, R] {
-	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle}
+	return NewLingeringBatcher(workers, maxBatch, 0, handle)
+}
+
+// NewLingeringBatcher is NewBatcher whose workers, having taken an item, wait up to linger
+// for more before handing a batch that is not full to handle.
+func NewLingeringBatcher[T, R any](workers, maxBatch int, linger time.Duration, handle func([]T) []Result[R]) *Batcher[T, R] {
+	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle, linger: linger}
 	for range workers {
 		b.wg.Add(1)
 		go b.work()
@@ -104,19 +114,45 @@ func (b *Batcher[T, R]) work() {
 	defer b.wg.Done()
 	batch := make([]pending[T, R], 0, b.maxBatch)
 	items := make([]T, 0, b.maxBatch)
+	var timer *time.Timer
 	for first := range b.queue {
 		batch = append(batch[:0], first)
+		var deadline <-chan time.Time
+		if b.linger > 0 {
+			if timer == nil {
+				timer = time.NewTimer(b.linger)
+			} else {
+				timer.Reset(b.linger)
+			}
+			deadline = timer.C
+		}
 	drain:
 		for len(batch) < b.maxBatch {
-			select {
-			case p, ok := <-b.queue:
-				if !ok {
+			var (
+				p  pending[T, R]
+				ok bool
+			)
+			if deadline == nil { // take only what is queued
+				select {
+				case p, ok = <-b.queue:
+				default:
 					break drain
 				}
-				batch = append(batch, p)
-			default:
+			} else {
+				select {
+				case p, ok = <-b.queue:
+				case <-deadline:
+					deadline = nil // lingered: take what else is queued, then go
+					continue
+				}
+			}
+			if !ok {
 				break drain
 			}
+			batch = append(batch, p)
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		items = items[:0]
 		for _, p := range batch {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openleaderboard/leaderboard/storage"
 )
@@ -108,3 +109,52 @@ func TestBatcherRespectsTheCallersContext(t *testing.T) {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// TestLingeringBatcherWaitsForMore: a worker that took an item waits for more until its
+// batch is full, its linger is over, or the batcher closes; then the batch goes at once.
+func TestLingeringBatcherWaitsForMore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var batches []string
+	handle := func(items []int) []storage.Result[int] {
+		mu.Lock()
+		batches = append(batches, fmt.Sprint(items))
+		mu.Unlock()
+		out := make([]storage.Result[int], len(items))
+		for i, v := range items {
+			out[i].Value = v
+		}
+		return out
+	}
+	b := storage.NewLingeringBatcher(1, 3, time.Hour, handle)
+	waits := []storage.Pending[int]{b.Go(ctx, 1)}
+	for b.Queued() > 0 { // the worker took 1 and waits for more
+		runtime.Gosched()
+	}
+	for i := 2; i <= 5; i++ {
+		waits = append(waits, b.Go(ctx, i))
+	}
+	for i, p := range waits[:3] { // full: handed over without waiting out the hour
+		if v, err := p.Wait(ctx); err != nil || v != i+1 {
+			t.Fatalf("item %d: %v, %v", i+1, v, err)
+		}
+	}
+	b.Close() // 4 and 5 wait in a batch that is not full: Close hands it over
+	for i, p := range waits[3:] {
+		if v, err := p.Wait(ctx); err != nil || v != i+4 {
+			t.Fatalf("item %d: %v, %v", i+4, v, err)
+		}
+	}
+	if got := fmt.Sprint(batches); got != "[[1 2 3] [4 5]]" {
+		t.Errorf("batches %s, want [[1 2 3] [4 5]]", got)
+	}
+
+	short := storage.NewLingeringBatcher(1, 3, 10*time.Millisecond, handle)
+	defer short.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if v, err := short.Do(wctx, 7); err != nil || v != 7 { // alone: handed over when the linger ends
+		t.Fatalf("lone item: %v, %v", v, err)
+	}
+}

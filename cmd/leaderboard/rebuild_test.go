@@ -71,14 +71,23 @@ func TestRebuildAfterRedisLoss(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Stop the writer before the service stops, also when the test fails.
+	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopWriter)
+	// The rebuild starts once a concurrent write has been applied, so its version must
+	// be above the one clients saw before the loss.
+	eventually(t, 20*time.Second, func() string {
+		if h := env.count(`SELECT count(*) FROM score_history`); h <= 30 {
+			return fmt.Sprintf("history %d: no concurrent write applied yet", h)
+		}
+		return ""
+	})
 	r := svc.do(t, http.MethodPost, "/admin/boards/global/rebuild", admin, "")
 	if r.status != 200 || num(r.body["entries"]) < 30 || num(r.body["version"]) <= num(before.body["version"]) {
 		t.Fatalf("rebuild: %d %s (version before %d)", r.status, r.raw, num(before.body["version"]))
 	}
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stopWriter()
 	n := <-accepted
 	if n == 0 {
 		t.Fatal("no writes during the rebuild")

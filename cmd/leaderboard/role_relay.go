@@ -16,6 +16,7 @@ func startRelay(ctx context.Context, g *errgroup.Group, d deps, ready *readiness
 	relay, err := router.NewRelay(storage.NewOutboxMaintenance(d.pool, d.schema), router.RelayConfig{
 		Shards: d.cfg.OutboxShards, Brokers: d.brokers, Topic: d.topics.Scores, PollInterval: d.cfg.RelayPollInterval,
 		PruneInterval: d.cfg.OutboxPruneInterval, Batch: d.cfg.RelayBatch, Throttle: d.cfg.RelayThrottle.PerSecond(),
+		Linger: d.cfg.RelayLinger,
 	}, d.reg, d.logger)
 	if err != nil {
 		return err
