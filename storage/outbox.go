@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Command is one command to make durable: the message to relay and its idempotency key,
@@ -27,7 +28,7 @@ type Command struct {
 // Outbox makes accepted commands durable with group commit: concurrent Accept calls are
 // gathered into one transaction that records their event ids in the request log and
 // inserts their messages into their shards' outbox tables (a user's shard is fixed, so its
-// commands keep their order) through the watermill-sql publisher.
+// commands keep their order) with watermill-sql's insert statements.
 type Outbox struct {
 	db      *sql.DB
 	schema  OutboxSchema
@@ -136,26 +137,106 @@ func (o *Outbox) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error
 	return nil
 }
 
-// commit is one transaction: the batch's requests are recorded, the first command of
-// each new (user, event id) is published to the outbox, and every other command is
-// answered from the request log.
-func (o *Outbox) commit(cmds []Command) (outcomes []AcceptOutcome, err error) {
+// commit is one transaction in two round trips to PostgreSQL, pipelined with pgx on a
+// connection of the database/sql pool: BEGIN with the request log's insert, then the
+// outbox inserts, the notification and COMMIT (a third, between them, only when the batch
+// holds retries: their recorded body hashes). A round trip per statement made about seven
+// a transaction, each costing the service and its PostgreSQL backend a write and a read.
+func (o *Outbox) commit(cmds []Command) ([]AcceptOutcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = o.inTx(ctx, func(tx *sql.Tx) error {
-		outcomes, err = o.record(ctx, tx, cmds)
+	conn, err := o.db.Conn(ctx)
+	if err != nil {
+		return nil, unavailable("outbox: connection", err)
+	}
+	defer conn.Close()
+	var outcomes []AcceptOutcome
+	err = conn.Raw(func(dc any) (err error) {
+		c := dc.(*stdlib.Conn).Conn()
+		if outcomes, err = o.commitOn(ctx, c, cmds); err != nil && c.PgConn().TxStatus() != 'I' {
+			// End the failed transaction now: left open on an idle connection it would keep
+			// its request keys locked and hold back every relay (no outbox row newer than an
+			// open transaction is read). A connection that cannot roll back is closed, which
+			// ends it too. (With stdlib.OpenDBFromPool no connection idles in database/sql,
+			// and pgxpool destroys one released in a transaction; other handles keep them.)
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer rcancel()
+			if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+				_ = c.Close(rctx)
+			}
+		}
 		return err
 	})
 	return outcomes, err
 }
 
-// record records the commands' requests in tx and publishes the new ones to their shards'
-// outbox tables, waking the relays of those shards on commit.
-func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
-	outcomes, err := recordRequests(ctx, tx, cmds)
+func (o *Outbox) commitOn(ctx context.Context, c *pgx.Conn, cmds []Command) ([]AcceptOutcome, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(insertRequestsSQL, requestsArgs(cmds)...)
+	br := c.SendBatch(ctx, b)
+	inserted := map[requestKey]bool{}
+	_, err := br.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			var k requestKey
+			_, err = pgx.ForEachRow(rows, []any{&k.user, &k.event}, func() error {
+				inserted[k] = true
+				return nil
+			})
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, unavailable("outbox: record requests", err)
+	}
+	outcomes, err := decideOutcomes(cmds, inserted, func(keys []requestKey) (map[requestKey][]byte, error) {
+		return recordedHashes(ctx, connRows(c), keys)
+	})
 	if err != nil {
 		return nil, err
 	}
+	qs, err := o.publishQueries(cmds, outcomes)
+	if err != nil {
+		return nil, err
+	}
+	b = &pgx.Batch{}
+	for _, q := range qs {
+		b.Queue(q.Query, q.Args...)
+	}
+	b.Queue("COMMIT")
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return nil, unavailable("outbox: publish and commit", err)
+	}
+	return outcomes, nil
+}
+
+// record records the commands' requests in tx and publishes the new ones.
+func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
+	outcomes, err := recordRequests(ctx, txRows(tx), cmds)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := o.publishQueries(cmds, outcomes)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if _, err := tx.ExecContext(ctx, q.Query, q.Args...); err != nil {
+			return nil, unavailable("outbox: publish", err)
+		}
+	}
+	return outcomes, nil
+}
+
+// publishQueries returns the statements that publish the Accepted commands to their
+// shards' outbox tables: one insert per shard written, watermill-sql's schema adapter's
+// own (plain messages, no forwarder envelope: the relay knows their topic), then one
+// statement waking the relays of every shard written on commit.
+func (o *Outbox) publishQueries(cmds []Command, outcomes []AcceptOutcome) ([]wsql.Query, error) {
 	byShard := make([][]*message.Message, o.shards)
 	for i, c := range cmds {
 		if outcomes[i] == Accepted {
@@ -165,19 +246,19 @@ func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]Acce
 			byShard[shard] = append(byShard[shard], c.Msg)
 		}
 	}
-	var notify strings.Builder
+	var (
+		qs     []wsql.Query
+		notify strings.Builder
+	)
 	for shard, msgs := range byShard {
 		if len(msgs) == 0 {
 			continue
 		}
-		// Plain messages (no forwarder envelope): the relay knows their topic.
-		pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: o.schema.Messages}, watermill.NopLogger{})
+		q, err := o.schema.Messages.InsertQuery(o.schema.Topic(shard), msgs)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: publisher: %w", err)
+			return nil, fmt.Errorf("outbox: %w", err)
 		}
-		if err := pub.Publish(o.schema.Topic(shard), msgs...); err != nil {
-			return nil, unavailable("outbox: insert", err)
-		}
+		qs = append(qs, q)
 		if notify.Len() == 0 {
 			notify.WriteString("SELECT ")
 		} else {
@@ -185,10 +266,8 @@ func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]Acce
 		}
 		fmt.Fprintf(&notify, "pg_notify($1, '%d')", shard)
 	}
-	if notify.Len() > 0 { // one statement for every shard written
-		if _, err := tx.ExecContext(ctx, notify.String(), OutboxChannel); err != nil {
-			return nil, unavailable("outbox: notify", err)
-		}
+	if notify.Len() > 0 {
+		qs = append(qs, wsql.Query{Query: notify.String(), Args: []any{OutboxChannel}})
 	}
-	return outcomes, nil
+	return qs, nil
 }

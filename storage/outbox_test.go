@@ -490,3 +490,42 @@ func TestOutboxSameEventIDInOneBatch(t *testing.T) {
 		t.Errorf("outbox rows = %v, want [blocker ev-batch]", ids)
 	}
 }
+
+// A transaction that fails after its request log insert (here an outbox insert a
+// trigger refuses) leaves nothing behind and is ended at once, not left open on an idle
+// connection; the next command commits.
+func TestOutboxFailedCommitLeavesNothing(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	// Every transaction on the same connection, which stays open while idle (a database/sql
+	// handle of its own pool would keep it so).
+	f.db.SetMaxOpenConns(1)
+	f.db.SetMaxIdleConns(1)
+	if _, err := f.pool.Exec(ctx, `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.uuid = 'poison' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	for shard := range testShards {
+		if _, err := f.pool.Exec(ctx, `CREATE TRIGGER refuse_poison BEFORE INSERT ON `+outboxTable(shard)+
+			` FOR EACH ROW EXECUTE FUNCTION refuse_poison()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := f.outbox.Accept(ctx, command("poison", "frank", "body")); err == nil {
+		t.Fatalf("Accept(poison) = %v, want the insert's error", out)
+	}
+	if n := count(t, f.pool, `SELECT count(*) FROM score_requests`); n != 0 {
+		t.Fatalf("%d requests recorded by a failed transaction", n)
+	}
+	// Nothing is left open in the meantime: an open transaction would hold back the relays.
+	if n := count(t, f.pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); n != 0 {
+		t.Fatalf("%d transactions left open after the failure", n)
+	}
+	if out := f.accept(command("ev-after", "frank", "body")); out != storage.Accepted {
+		t.Fatalf("Accept after the failure = %v, want Accepted", out)
+	}
+	if ids := outboxRows(t, f.pool, storage.ShardOf("frank", testShards)); fmt.Sprint(ids) != "[ev-after]" {
+		t.Fatalf("outbox rows = %v, want [ev-after]", ids)
+	}
+}

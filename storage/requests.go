@@ -52,35 +52,88 @@ func seenBefore(recorded, hash []byte) AcceptOutcome {
 	return Conflict
 }
 
-// recordRequests records the commands' (user, event id) in score_requests within tx. The
-// first command of each new key is Accepted; every other one is answered by seenBefore
-// from what is recorded (by this batch or earlier).
-func recordRequests(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
+// recordRequests records the commands' (user, event id) in score_requests with q (within
+// the transaction it runs in). The first command of each new key is Accepted; every other
+// one is answered by seenBefore from what is recorded (by this batch or earlier).
+func recordRequests(ctx context.Context, q queryRows, cmds []Command) ([]AcceptOutcome, error) {
+	inserted := map[requestKey]bool{}
+	var k requestKey
+	if err := q(ctx, insertRequestsSQL, requestsArgs(cmds), []any{&k.user, &k.event}, func() { inserted[k] = true }); err != nil {
+		return nil, unavailable("outbox: record requests", err)
+	}
+	return decideOutcomes(cmds, inserted, func(keys []requestKey) (map[requestKey][]byte, error) {
+		return recordedHashes(ctx, q, keys)
+	})
+}
+
+// queryRows runs a query and calls each after scanning every row into dest: what the
+// request log reads with, in a *sql.Tx (txRows) or on a pgx connection (connRows).
+type queryRows func(ctx context.Context, sql string, args, dest []any, each func()) error
+
+func txRows(tx *sql.Tx) queryRows {
+	return func(ctx context.Context, query string, args, dest []any, each func()) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			each()
+		}
+		return rows.Err()
+	}
+}
+
+func connRows(c *pgx.Conn) queryRows {
+	return func(ctx context.Context, query string, args, dest []any, each func()) error {
+		rows, _ := c.Query(ctx, query, args...) // its error comes back from ForEachRow
+		_, err := pgx.ForEachRow(rows, dest, func() error { each(); return nil })
+		return err
+	}
+}
+
+// recordedHashes returns the body hashes recorded for keys.
+func recordedHashes(ctx context.Context, q queryRows, keys []requestKey) (map[requestKey][]byte, error) {
+	users, events := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], events[i] = k.user, k.event
+	}
+	out := map[requestKey][]byte{}
+	var (
+		k requestKey
+		h []byte
+	)
+	err := q(ctx, recordedHashesSQL, []any{users, events}, []any{&k.user, &k.event, &h}, func() { out[k] = h })
+	return out, unavailable("outbox: look up requests", err)
+}
+
+// insertRequestsSQL records requests (arguments: requestsArgs) and returns the keys that
+// are new.
+const insertRequestsSQL = `
+		INSERT INTO score_requests (event_id, body_hash, user_id, board_id)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[])
+		ON CONFLICT (user_id, event_id) DO NOTHING
+		RETURNING user_id, event_id`
+
+// recordedHashesSQL returns the recorded body hashes of keys (arguments: users, event ids).
+const recordedHashesSQL = `
+		SELECT r.user_id, r.event_id, r.body_hash FROM score_requests r
+		JOIN unnest($1::text[], $2::text[]) AS k(u, e) ON r.user_id = k.u AND r.event_id = k.e`
+
+func requestsArgs(cmds []Command) []any {
 	ids, hashes, users, boards := make([]string, len(cmds)), make([][]byte, len(cmds)), make([]string, len(cmds)), make([]string, len(cmds))
 	for i, c := range cmds {
 		ids[i], hashes[i], users[i], boards[i] = c.EventID, c.BodyHash, c.UserID, c.Board
 	}
-	rows, err := tx.QueryContext(ctx, `
-		INSERT INTO score_requests (event_id, body_hash, user_id, board_id)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[])
-		ON CONFLICT (user_id, event_id) DO NOTHING
-		RETURNING user_id, event_id`, ids, hashes, users, boards)
-	if err != nil {
-		return nil, unavailable("outbox: record requests", err)
-	}
-	inserted := map[requestKey]bool{}
-	for rows.Next() {
-		var k requestKey
-		if err := rows.Scan(&k.user, &k.event); err != nil {
-			rows.Close()
-			return nil, unavailable("outbox: scan", err)
-		}
-		inserted[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("outbox: record requests", err)
-	}
+	return []any{ids, hashes, users, boards}
+}
 
+// decideOutcomes answers each command from the keys its batch inserted (the first
+// command of each is Accepted) and, for the others, from the body hashes lookup returns.
+func decideOutcomes(cmds []Command, inserted map[requestKey]bool, lookup func([]requestKey) (map[requestKey][]byte, error)) ([]AcceptOutcome, error) {
 	outcomes := make([]AcceptOutcome, len(cmds))
 	recorded := map[requestKey][]byte{}
 	var known []requestKey
@@ -94,7 +147,7 @@ func recordRequests(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOu
 		known = append(known, k)
 	}
 	if len(known) > 0 {
-		stored, err := recordedHashes(ctx, tx, known)
+		stored, err := lookup(known)
 		if err != nil {
 			return nil, err
 		}
@@ -108,30 +161,6 @@ func recordRequests(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOu
 		}
 	}
 	return outcomes, nil
-}
-
-func recordedHashes(ctx context.Context, tx *sql.Tx, keys []requestKey) (map[requestKey][]byte, error) {
-	users, events := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		users[i], events[i] = k.user, k.event
-	}
-	rows, err := tx.QueryContext(ctx, `
-		SELECT r.user_id, r.event_id, r.body_hash FROM score_requests r
-		JOIN unnest($1::text[], $2::text[]) AS k(u, e) ON r.user_id = k.u AND r.event_id = k.e`, users, events)
-	if err != nil {
-		return nil, unavailable("outbox: look up requests", err)
-	}
-	defer rows.Close()
-	out := map[requestKey][]byte{}
-	for rows.Next() {
-		var k requestKey
-		var h []byte
-		if err := rows.Scan(&k.user, &k.event, &h); err != nil {
-			return nil, unavailable("outbox: scan request", err)
-		}
-		out[k] = h
-	}
-	return out, unavailable("outbox: look up requests", rows.Err())
 }
 
 // RequestLog answers what the API needs to know of accepted commands outside the outbox's
