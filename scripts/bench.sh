@@ -23,7 +23,7 @@
 #               (BENCH_DURATION=15m BENCH_RATE=3000 BENCH_FANOUT=0 BENCH_ARGS="-phases rate": a soak run)
 #   saturation  phase B: best scores, -concurrency closed-loop writers for -duration
 #   limiter     the cost of the per-user rate limiter: best scores as in phase B, closed loop, in runs of
-#               half of -limiter-duration (20 s) each, alternating off, on, off, on: off = the server
+#               half of -limiter-duration (20 s) each, in the order off, on, on, off: off = the server
 #               token (server writes skip the limiter), on = each user's own player token (sub = the
 #               user), so every write runs the limiter's GCRA in Redis; reports each setting's
 #               accepted/s, accept p50/p99, 429s, CPU per accepted write and the ratio on/off
@@ -108,8 +108,8 @@ psql -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 -q \
   -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\""
 
 if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc 'SHOW autovacuum')" != on ]; then
-  echo "bench: NOTE: autovacuum is off on this PostgreSQL, so nothing analyzes or vacuums the bench's tables" \
-    "during the run; planner statistics stay those of empty tables"
+  echo "bench: NOTE: autovacuum is off on this PostgreSQL: the service vacuums and analyzes its own tables" \
+    "(autovacuum's thresholds, checked every 15 s), and its PostgreSQL CPU includes that"
 fi
 
 kafka_dir=$(mktemp -d -t leaderboard-bench-kafka.XXXXXX)

@@ -123,7 +123,7 @@ func (b *bench) run(ctx context.Context) error {
 		b.writePhase(ctx, b.runSaturation(ctx))
 	}
 	if b.cfg.runs(phaseLimiter) && ctx.Err() == nil {
-		fmt.Fprintf(b.out, "limiter: best scores, %d closed-loop writers, %s per setting in %d rounds of off (server token) then on (player tokens)\n\n",
+		fmt.Fprintf(b.out, "limiter: best scores, %d closed-loop writers, %s per setting in %d rounds of off (server token) and on (player tokens), ordered off, on, on, off\n\n",
 			b.cfg.Concurrency, b.cfg.LimiterDuration, limiterRounds)
 		b.limiter = b.runLimiter(ctx)
 		b.printLimiter(b.limiter)

@@ -98,7 +98,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.BigBoard, "big-board", "big", "bigreads: the board to bulk-seed and read (operator best, order desc, period all_time, defined in the service's boards file); the exactly-once check ignores it")
 	fs.IntVar(&c.BigEntries, "big-entries", 1000000, "bigreads: entries to seed on -big-board")
 	fs.DurationVar(&c.IdleDuration, "idle-duration", 10*time.Second, "before the first write phase: how long to measure the processes' CPU with no load (0: skip)")
-	fs.DurationVar(&c.LimiterDuration, "limiter-duration", 20*time.Second, "limiter phase: closed-loop time per setting (limiter off: server token; on: a player token per user), run as off, on, off, on of half of it each")
+	fs.DurationVar(&c.LimiterDuration, "limiter-duration", 20*time.Second, "limiter phase: closed-loop time per setting (limiter off: server token; on: a player token per user), run as off, on, on, off of half of it each")
 	fs.IntVar(&c.ServicePID, "service-pid", 0, "the service's process id, for its CPU time (0: not measured)")
 	fs.BoolVar(&c.Check, "check", true, "run the exactly-once check at the end")
 	fs.StringVar(&c.Out, "out", "", "write the JSON summary to this file")
