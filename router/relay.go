@@ -58,7 +58,8 @@ type RelayConfig struct {
 	Throttle float64
 	// Linger is the least time between two reads of a shard while rows keep coming and no
 	// batch fills (0: none): the rows of several outbox commits then travel in one read,
-	// produce request and acknowledgement. After a quiet spell a read is not delayed.
+	// produce request and acknowledgement. A read after one that found nothing to forward
+	// (a quiet spell, or rows behind an open transaction) is not delayed.
 	Linger time.Duration
 }
 
@@ -79,6 +80,7 @@ type Relay struct {
 	wake     []chan struct{}
 	running  chan struct{}
 	pace     *pacer
+	clock    clock // a shard's waits between reads (tests drive it)
 
 	batches  prometheus.Histogram
 	produced prometheus.Counter
@@ -104,7 +106,7 @@ func NewRelay(outbox Outbox, cfg RelayConfig, reg prometheus.Registerer, logger 
 		return nil, err
 	}
 	r := &Relay{outbox: outbox, producer: producer, cfg: cfg, logger: logger.With("role", "relay"),
-		running: make(chan struct{}), pace: newPacer(cfg.Throttle),
+		running: make(chan struct{}), pace: newPacer(cfg.Throttle), clock: realClock{},
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leaderboard_relay_batch_size",
 			Help: "Outbox rows forwarded to Kafka per produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		produced: prometheus.NewCounter(prometheus.CounterOpts{Name: "leaderboard_relay_messages_total",
@@ -239,28 +241,30 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	}
 	defer claim.Close()
 	r.logger.Info("relay forwards shard", "shard", shard)
-	var last time.Time // the start of the last read that did not fill a batch
+	var last time.Time // the start of the last read that forwarded rows without filling a batch
 	for {
-		if wait := r.cfg.Linger - time.Since(last); !last.IsZero() && wait > 0 {
+		if wait := r.cfg.Linger - r.clock.Now().Sub(last); !last.IsZero() && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(wait):
+			case <-r.clock.After(wait):
 			}
 		}
-		start := time.Now()
+		start, began := r.clock.Now(), time.Now()
 		n, pending, err := r.forward(ctx, claim)
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			r.duration.Observe(time.Since(start).Seconds())
-		}
-		if n == r.cfg.Batch {
-			last = time.Time{}
+		switch {
+		case n == r.cfg.Batch:
+			r.duration.Observe(time.Since(began).Seconds())
 			continue // more where these came from
+		case n > 0:
+			r.duration.Observe(time.Since(began).Seconds())
+			last = start
+		default: // nothing to forward: the next rows are not held back
+			last = time.Time{}
 		}
-		last = start
 		wait := r.cfg.IdleInterval
 		if pending { // rows behind a transaction still open: look again soon
 			wait = r.cfg.PollInterval
@@ -269,10 +273,21 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake[shard]:
-		case <-time.After(wait):
+		case <-r.clock.After(wait):
 		}
 	}
 }
+
+// clock is what a shard's loop waits on: the wall clock, or a test's.
+type clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // forward reads a batch after the shard's position, produces it in one request and
 // moves the position past it. pending says more rows wait behind an open transaction.

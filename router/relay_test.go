@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,20 +104,24 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 	}
 }
 
-// TestRelayLingers: while rows keep coming, a shard's reads are at least Linger apart, so
-// rows committed meanwhile travel in one batch; the first read after a quiet spell is
-// not delayed.
+// TestRelayLingers drives a shard's waits with a test clock: the first read is not
+// delayed; while rows keep coming, a read waits until Linger after the last one that
+// forwarded rows (the wait counts the time already passed); a read that found nothing
+// lets the next one go at once.
 func TestRelayLingers(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-linger")
 	reg := prometheus.NewRegistry()
+	const poll, idle, linger = 10 * time.Millisecond, time.Minute, 4 * time.Second
 	r, err := NewRelay(storage.NewOutboxMaintenance(pool, schema), RelayConfig{
 		Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores,
-		IdleInterval: 5 * time.Millisecond, PollInterval: 5 * time.Millisecond, Linger: 4 * time.Second,
+		IdleInterval: idle, PollInterval: poll, Linger: linger,
 	}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.producer.Close()
+	clk := newTestClock()
+	r.clock = clk
 	insert := func(id string) {
 		t.Helper()
 		_, err := pool.Exec(ctx, `INSERT INTO `+schema.Messages.MessagesTable(schema.Topic(0))+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id)
@@ -138,30 +143,104 @@ func TestRelayLingers(t *testing.T) {
 		}
 		return 0, 0
 	}
-	waitBatches := func(n uint64, within time.Duration) {
+	// nextWait returns the next wait the shard's loop starts. Polls for rows behind an
+	// open transaction (any in the cluster holds them back) pass at once: they are not
+	// what this test is about.
+	nextWait := func() time.Duration {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for got, _ := batches(); got < n; got, _ = batches() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d batches forwarded within %s, want %d", got, within, n)
+		for {
+			select {
+			case d := <-clk.waits:
+				if d != poll {
+					return d
+				}
+				clk.Advance(d)
+			case <-time.After(30 * time.Second):
+				n, _ := batches()
+				t.Fatalf("the relay started no wait within 30 s (%d batches forwarded)", n)
 			}
-			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	expect := func(wait time.Duration, wantBatches uint64, wantRows float64) {
+		t.Helper()
+		if d := nextWait(); d != wait {
+			t.Fatalf("the relay waits %s, want %s", d, wait)
+		}
+		if n, rows := batches(); n != wantBatches || rows != wantRows {
+			t.Fatalf("%d batches of %v rows in all, want %d of %v", n, rows, wantBatches, wantRows)
 		}
 	}
 
 	insert("a")
-	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.holdShard(runCtx, 0) }()
 	defer func() { stop(); <-done }()
-	waitBatches(1, 2500*time.Millisecond) // after a quiet spell: at once, well before a linger
+	expect(idle, 1, 1) // the first read went at once, then the shard sleeps
+
+	clk.Advance(time.Second)
 	insert("b")
+	r.signal(0)
+	expect(linger-time.Second, 1, 1) // b waits out the rest of the linger (rows committed meanwhile would join it)
+	clk.Advance(linger - time.Second)
+	expect(idle, 2, 2)
+
+	r.signal(0) // nothing new: the read still waits its linger, then finds nothing
+	expect(linger, 2, 2)
+	clk.Advance(linger)
+	expect(idle, 2, 2)
 	insert("c")
-	waitBatches(2, 10*time.Second)
-	if n, rows := batches(); n != 2 || rows != 3 || time.Since(start) < 4*time.Second {
-		t.Fatalf("%d batches of %v rows in all after %s; want b and c together, 4 s after a", n, rows, time.Since(start))
+	r.signal(0)
+	expect(idle, 3, 3) // c went at once after the empty read
+}
+
+// testClock is a clock that moves only when a test advances it; every wait it starts is
+// sent on waits.
+type testClock struct {
+	waits chan time.Duration
+	mu    sync.Mutex
+	now   time.Time
+	timer []testTimer
+}
+
+type testTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{waits: make(chan time.Duration, 100), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.timer = append(c.timer, testTimer{c.now.Add(d), ch})
+	c.waits <- d
+	return ch
+}
+
+// Advance moves the clock on and fires the waits that are due.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timer[:0]
+	for _, tm := range c.timer {
+		if tm.at.After(c.now) {
+			kept = append(kept, tm)
+			continue
+		}
+		tm.ch <- c.now
 	}
+	c.timer = kept
 }
 
 // newRelayEnv gives a relay test a migrated database of one outbox shard, an embedded
