@@ -108,7 +108,7 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := env.start(map[string]string{"LEADERBOARD_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ","), "LEADERBOARD_BOARDS_FILE": file,
-		"LEADERBOARD_RATE_LIMIT": "10/60s"})
+		"LEADERBOARD_RATE_LIMIT": "10/600s"})
 	srv, admin, viewer := mintToken(t, "gs", "server"), mintToken(t, "ops", "admin"), mintToken(t, "viewer")
 	must := func(status int, method, path, tok, body string) response {
 		t.Helper()
