@@ -28,6 +28,11 @@ type Batcher[T, R any] struct {
 	// what is queued).
 	linger time.Duration
 
+	// collect is held by the worker gathering a batch, from waiting for its first item
+	// until the batch is complete: however many workers there are, one lingers at a time
+	// and batches are not split between them.
+	collect sync.Mutex
+
 	mu     sync.RWMutex
 	closed bool
 	wg     sync.WaitGroup
@@ -45,7 +50,8 @@ func NewBatcher[T, R any](workers, maxBatch int, handle func([]T) []Result[R]) *
 }
 
 // NewLingeringBatcher is NewBatcher whose workers, having taken an item, wait up to linger
-// for more before handing a batch that is not full to handle.
+// for more before handing a batch that is not full to handle. One worker gathers at a
+// time; the others hand their batches over meanwhile.
 func NewLingeringBatcher[T, R any](workers, maxBatch int, linger time.Duration, handle func([]T) []Result[R]) *Batcher[T, R] {
 	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle, linger: linger}
 	for range workers {
@@ -115,7 +121,13 @@ func (b *Batcher[T, R]) work() {
 	batch := make([]pending[T, R], 0, b.maxBatch)
 	items := make([]T, 0, b.maxBatch)
 	var timer *time.Timer
-	for first := range b.queue {
+	for {
+		b.collect.Lock()
+		first, ok := <-b.queue
+		if !ok {
+			b.collect.Unlock()
+			return
+		}
 		batch = append(batch[:0], first)
 		var deadline <-chan time.Time
 		if b.linger > 0 {
@@ -154,6 +166,7 @@ func (b *Batcher[T, R]) work() {
 		if timer != nil {
 			timer.Stop()
 		}
+		b.collect.Unlock()
 		items = items[:0]
 		for _, p := range batch {
 			items = append(items, p.item)

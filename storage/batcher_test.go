@@ -158,3 +158,37 @@ func TestLingeringBatcherWaitsForMore(t *testing.T) {
 		t.Fatalf("lone item: %v, %v", v, err)
 	}
 }
+
+// TestLingeringBatcherGathersInOneWorker: with two workers, the second item queued while
+// the first worker lingers joins that worker's batch; the idle worker does not take it
+// into a batch of its own.
+func TestLingeringBatcherGathersInOneWorker(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var batches []string
+	b := storage.NewLingeringBatcher(2, 2, time.Hour, func(items []int) []storage.Result[int] {
+		mu.Lock()
+		batches = append(batches, fmt.Sprint(items))
+		mu.Unlock()
+		return make([]storage.Result[int], len(items))
+	})
+	defer b.Close()
+	time.Sleep(100 * time.Millisecond) // both workers wait for items (else this cannot tell)
+	first := b.Go(ctx, 1)
+	for b.Queued() > 0 { // a worker took 1 and lingers
+		runtime.Gosched()
+	}
+	second := b.Go(ctx, 2)
+	for _, p := range []storage.Pending[int]{first, second} { // a full batch goes at once
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatalf("%v: 1 and 2 were not handed over together", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(batches); got != "[[1 2]]" {
+		t.Errorf("batches %s, want [[1 2]]", got)
+	}
+}

@@ -19,7 +19,7 @@ import (
 func newTestPipe(t *testing.T) (*redis.Client, string, *storage.Pipe) {
 	t.Helper()
 	rdb, prefix := servers.NewRedis(t)
-	pipe := storage.NewPipe(rdb, 2*time.Second)
+	pipe := storage.NewPipe(rdb, 2*time.Second, 0)
 	t.Cleanup(pipe.Close)
 	return rdb, prefix, pipe
 }
@@ -159,5 +159,66 @@ func TestTopThroughPipeFollowsChanges(t *testing.T) {
 	}
 	if _, err := reader.Top(ctx, "global", "all_time", 10); !errors.Is(err, storage.ErrNotLoaded) {
 		t.Fatalf("a top Redis lost: %v, want ErrNotLoaded", err)
+	}
+}
+
+// pipelineSizes records the size of every pipeline of ECHO commands a client sends (not
+// the client's own, such as a new connection's HELLO).
+type pipelineSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (h *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "echo" {
+			h.mu.Lock()
+			h.sizes = append(h.sizes, len(cmds))
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLingeringPipeGathersCommands: a pipe with a linger sends the commands that come
+// while its first waits in one pipeline; without one, a lone command goes at once.
+func TestLingeringPipeGathersCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb, _ := servers.NewRedis(t)
+	sizes := &pipelineSizes{}
+	rdb.AddHook(sizes)
+
+	lingering := storage.NewPipe(rdb, 2*time.Second, time.Hour)
+	var sent []*redis.StringCmd
+	var waits []storage.Pending[struct{}]
+	for i := range 3 {
+		cmd := redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
+		sent = append(sent, cmd)
+		waits = append(waits, lingering.Go(ctx, cmd))
+		if i == 0 {
+			time.Sleep(100 * time.Millisecond) // the first is taken (without a linger: sent) by now
+		}
+	}
+	lingering.Close() // the hour is not waited out: Close hands the batch over
+	for i, w := range waits {
+		if _, err := w.Wait(ctx); err != nil || sent[i].Val() != fmt.Sprint(i) {
+			t.Fatalf("command %d: %v, %q", i, err, sent[i].Val())
+		}
+	}
+	sizes.mu.Lock()
+	if got := fmt.Sprint(sizes.sizes); got != "[3]" {
+		t.Errorf("pipelines %s, want [3]: one round trip", got)
+	}
+	sizes.sizes = nil
+	sizes.mu.Unlock()
+
+	prompt := storage.NewPipe(rdb, 2*time.Second, 0)
+	defer prompt.Close()
+	cmd := redis.NewStringCmd(ctx, "echo", "now")
+	if _, err := prompt.Go(ctx, cmd).Wait(ctx); err != nil || cmd.Val() != "now" {
+		t.Fatalf("a lone command without a linger: %v, %q", err, cmd.Val())
 	}
 }

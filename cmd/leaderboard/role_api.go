@@ -30,7 +30,10 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	}, d.logger)
 	ranks := storage.NewRanks(d.pool)
 	periods := lbhttp.NewPeriods(d.cfg, storage.NewSeasons(d.pool), d.now)
-	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout) // reads, and the write path's value reads and rate limits
+	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout, 0) // reads
+	// The write path's value reads and rate limits, in pipelines that wait a little for
+	// other writes' (at 2,000 writes/s, 2 ms took the Redis CPU per write from ~95 to ~77 µs).
+	writePipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout, d.cfg.WriteLinger)
 	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
 		NextReset: periods.NextResetOf}, reads, d.reg)
@@ -55,7 +58,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		return maint.Outstanding(ctx, d.cfg.OutboxShards, upTo)
 	}, int64(d.cfg.MaxBacklog), time.Second, d.reg, d.logger)
 	g.Go(func() error { return backlog.Run(ctx) })
-	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, pipe)
+	limiter := storage.NewLimiter(d.rdb, d.cfg.RedisPrefix, writePipe)
 	guard := lbhttp.NewGuard(d.cfg, backlog, limiter, bans, anomalies, d.reg, d.now, d.logger)
 	audit := storage.NewAuditLog(d.pool)
 	handler := lbhttp.NewServer(lbhttp.Deps{
@@ -67,8 +70,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},
 		Guard:       guard,
 		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
-		Values:      storage.NewValueReader(d.boards, pipe),
+		Values:      storage.NewValueReader(d.boards, writePipe),
 	})
-	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close)
+	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close, writePipe.Close)
 	return nil
 }
