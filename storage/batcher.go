@@ -28,10 +28,11 @@ type Batcher[T, R any] struct {
 	// what is queued).
 	linger time.Duration
 
-	// collect is held by the worker gathering a batch, from waiting for its first item
-	// until the batch is complete: however many workers there are, one lingers at a time
-	// and batches are not split between them.
-	collect sync.Mutex
+	// gather, when oneGatherer is set, is held by the worker gathering a batch, from
+	// waiting for its first item until the batch is complete: one worker lingers at a time
+	// and batches are not split between workers.
+	oneGatherer bool
+	gather      sync.Mutex
 
 	mu     sync.RWMutex
 	closed bool
@@ -50,10 +51,22 @@ func NewBatcher[T, R any](workers, maxBatch int, handle func([]T) []Result[R]) *
 }
 
 // NewLingeringBatcher is NewBatcher whose workers, having taken an item, wait up to linger
-// for more before handing a batch that is not full to handle. One worker gathers at a
-// time; the others hand their batches over meanwhile.
+// for more before handing a batch that is not full to handle. Workers gather side by side:
+// that suits callers that each wait for their batch before they queue again (a Kafka
+// partition's handler), whose next items then gather while the other batch is handled.
 func NewLingeringBatcher[T, R any](workers, maxBatch int, linger time.Duration, handle func([]T) []Result[R]) *Batcher[T, R] {
-	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle, linger: linger}
+	return newBatcher(workers, maxBatch, linger, false, handle)
+}
+
+// NewGatheringBatcher is NewLingeringBatcher in which one worker gathers at a time while
+// the others hand their batches over: for callers that come independently (HTTP
+// requests), whose items would otherwise be split between lingering workers.
+func NewGatheringBatcher[T, R any](workers, maxBatch int, linger time.Duration, handle func([]T) []Result[R]) *Batcher[T, R] {
+	return newBatcher(workers, maxBatch, linger, true, handle)
+}
+
+func newBatcher[T, R any](workers, maxBatch int, linger time.Duration, oneGatherer bool, handle func([]T) []Result[R]) *Batcher[T, R] {
+	b := &Batcher[T, R]{queue: make(chan pending[T, R], maxBatch*2), maxBatch: maxBatch, handle: handle, linger: linger, oneGatherer: oneGatherer}
 	for range workers {
 		b.wg.Add(1)
 		go b.work()
@@ -122,10 +135,14 @@ func (b *Batcher[T, R]) work() {
 	items := make([]T, 0, b.maxBatch)
 	var timer *time.Timer
 	for {
-		b.collect.Lock()
+		if b.oneGatherer {
+			b.gather.Lock()
+		}
 		first, ok := <-b.queue
 		if !ok {
-			b.collect.Unlock()
+			if b.oneGatherer {
+				b.gather.Unlock()
+			}
 			return
 		}
 		batch = append(batch[:0], first)
@@ -166,7 +183,9 @@ func (b *Batcher[T, R]) work() {
 		if timer != nil {
 			timer.Stop()
 		}
-		b.collect.Unlock()
+		if b.oneGatherer {
+			b.gather.Unlock()
+		}
 		items = items[:0]
 		for _, p := range batch {
 			items = append(items, p.item)

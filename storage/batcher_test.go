@@ -159,16 +159,16 @@ func TestLingeringBatcherWaitsForMore(t *testing.T) {
 	}
 }
 
-// TestLingeringBatcherGathersInOneWorker: with two workers, the second item queued while
+// TestGatheringBatcherGathersInOneWorker: with two workers, the second item queued while
 // the first worker lingers joins that worker's batch; the idle worker does not take it
 // into a batch of its own.
-func TestLingeringBatcherGathersInOneWorker(t *testing.T) {
+func TestGatheringBatcherGathersInOneWorker(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var mu sync.Mutex
 	var batches []string
-	b := storage.NewLingeringBatcher(2, 2, time.Hour, func(items []int) []storage.Result[int] {
+	b := storage.NewGatheringBatcher(2, 2, time.Hour, func(items []int) []storage.Result[int] {
 		mu.Lock()
 		batches = append(batches, fmt.Sprint(items))
 		mu.Unlock()

@@ -26,7 +26,7 @@ const pipeBatch = 256
 // for that much latency. Close stops it.
 func NewPipe(rdb redis.UniversalClient, timeout, linger time.Duration) *Pipe {
 	done := make([]Result[struct{}], pipeBatch) // every command's own answer is in the command
-	return &Pipe{batcher: NewLingeringBatcher(pipeWorkers, pipeBatch, linger, func(cmds []redis.Cmder) []Result[struct{}] {
+	return &Pipe{batcher: NewGatheringBatcher(pipeWorkers, pipeBatch, linger, func(cmds []redis.Cmder) []Result[struct{}] {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		// Each command keeps its own answer or error (redis.Nil, NOSCRIPT, a timeout),
