@@ -114,8 +114,10 @@ type Config struct {
 	// (a Redis that stops answering switches reads to PostgreSQL within it).
 	RedisPoolSize int
 	RedisTimeout  time.Duration
-	// OutboxBatch bounds the commands of one outbox transaction (group commit).
-	OutboxBatch int
+	// OutboxBatch bounds the commands of one outbox transaction (group commit);
+	// OutboxLinger is how long one waits after its first command for more (0: none).
+	OutboxBatch  int
+	OutboxLinger time.Duration
 	// ProjectorBatch bounds the events of one projector batch; ProjectorWorkers is how many
 	// batches may be in flight at once.
 	ProjectorBatch   int
@@ -297,6 +299,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
 	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 5*time.Millisecond, 0, time.Second)
 	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 20*time.Millisecond, 0, time.Second)
+	c.OutboxLinger = durationVar("LEADERBOARD_OUTBOX_LINGER", 3*time.Millisecond, 0, 100*time.Millisecond)
 	c.WriteLinger = durationVar("LEADERBOARD_WRITE_LINGER", 2*time.Millisecond, 0, 100*time.Millisecond)
 	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)
 	c.MatchIdleTTL = durationVar("LEADERBOARD_MATCH_IDLE_TTL", time.Hour, 10*time.Second, 30*24*time.Hour)

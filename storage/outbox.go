@@ -43,6 +43,9 @@ type OutboxConfig struct {
 	Shards int
 	// MaxBatch bounds the commands in one transaction (default 256).
 	MaxBatch int
+	// Linger is how long a transaction waits after its first command for more (0: it
+	// takes what gathered while the last one committed).
+	Linger time.Duration
 	// Observe, when set, is called after each committed batch.
 	Observe func(batch int, took time.Duration)
 }
@@ -58,7 +61,7 @@ func NewOutbox(db *sql.DB, schema OutboxSchema, cfg OutboxConfig, logger *slog.L
 		cfg.MaxBatch = 256
 	}
 	o := &Outbox{db: db, schema: schema, shards: max(cfg.Shards, 1), logger: logger, observe: cfg.Observe}
-	o.batcher = NewBatcher(outboxCommitters, cfg.MaxBatch, o.commitBatch)
+	o.batcher = NewGatheringBatcher(outboxCommitters, cfg.MaxBatch, cfg.Linger, o.commitBatch)
 	return o
 }
 

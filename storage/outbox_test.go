@@ -529,3 +529,41 @@ func TestOutboxFailedCommitLeavesNothing(t *testing.T) {
 		t.Fatalf("outbox rows = %v, want [ev-after]", ids)
 	}
 }
+
+// TestOutboxLingers: with a linger, commands that come while the first waits share its
+// transaction (a full one goes at once, without waiting the linger out).
+func TestOutboxLingers(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, testShards)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	var mu sync.Mutex
+	var batches []int
+	o := storage.NewOutbox(db, storage.NewOutboxSchema(), storage.OutboxConfig{Shards: testShards, MaxBatch: 3, Linger: time.Hour,
+		Observe: func(n int, _ time.Duration) { mu.Lock(); batches = append(batches, n); mu.Unlock() }}, slog.New(slog.DiscardHandler))
+	t.Cleanup(o.Close)
+	ctx := testContext(t)
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			outcome, err := o.Accept(ctx, command(fmt.Sprintf("linger-%d", i), fmt.Sprintf("u%d", i), "b"))
+			if err == nil && outcome != storage.Accepted {
+				err = fmt.Errorf("outcome %v", outcome)
+			}
+			errs <- err
+		}()
+		if i == 0 {
+			time.Sleep(100 * time.Millisecond) // the first is taken (without a linger: committed) by now
+		}
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(batches) != "[3]" {
+		t.Errorf("transactions of %v commands, want one of 3", batches)
+	}
+}

@@ -25,7 +25,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
 	d.reg.MustRegister(batchSize, commitTime)
 	outbox := storage.NewOutbox(d.db, d.schema, storage.OutboxConfig{
-		Shards: d.cfg.OutboxShards, MaxBatch: d.cfg.OutboxBatch,
+		Shards: d.cfg.OutboxShards, MaxBatch: d.cfg.OutboxBatch, Linger: d.cfg.OutboxLinger,
 		Observe: func(n int, took time.Duration) { batchSize.Observe(float64(n)); commitTime.Observe(took.Seconds()) },
 	}, d.logger)
 	ranks := storage.NewRanks(d.pool)
