@@ -1,11 +1,13 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/openleaderboard/leaderboard/storage"
 )
@@ -330,4 +332,42 @@ func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit s
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "\n")
+}
+
+// TestRelayClaimAcksAsynchronously: a claim's acks commit without waiting for the WAL to
+// reach the disk (an ack lost in a crash is only a redelivery the projector recognises),
+// and that setting stays on the claim's own session.
+func TestRelayClaimAcksAsynchronously(t *testing.T) {
+	f := newRelayFixture(t)
+	ctx := testContext(t)
+	claim, err := f.maint.Claim(ctx, f.shard)
+	if err != nil || claim == nil {
+		t.Fatalf("Claim: %v, %v", claim, err)
+	}
+	defer claim.Close()
+	setting := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var s string
+		if err := q.QueryRow(ctx, "SHOW synchronous_commit").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := setting(storage.ClaimSession(claim)); got != "off" {
+		t.Errorf("the claim's session has synchronous_commit %s, want off", got)
+	}
+	if got := setting(f.pool); got != "on" {
+		t.Errorf("another session of the pool has synchronous_commit %s, want on: the claim's setting leaked", got)
+	}
+	msgs, _, err := claim.Read(ctx, 2)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("Read: %d messages, %v; want 2", len(msgs), err)
+	}
+	if err := claim.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.offset(); got != f.rows[1] {
+		t.Errorf("after the ack the position is %v, want %v (the second row)", got, f.rows[1])
+	}
 }
