@@ -95,107 +95,121 @@ type Projection struct {
 // NewProjection returns the PostgreSQL side of the projector.
 func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: pool} }
 
-// Apply records the events in the history (skipping those already there), locks the
-// entries the new ones name, lets fold decide their new states, writes them, and returns
-// the state of every entry the batch names. It is one transaction.
+// Apply records the events in the history (skipping those already there), lets fold
+// decide the new states of the entries the new ones name, writes them, and returns the
+// state of every entry the batch names. It is one transaction in two round trips to
+// PostgreSQL: BEGIN, the locks of the entries the batch names, the history's insert and
+// their current state; then the new states, the nick names, the state of every entry
+// named and COMMIT. (Five round trips, as it was with a BEGIN and a COMMIT of their own
+// and the locks taken after the history's insert, cost the service and PostgreSQL a
+// write and a read each.)
 func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
-	var out AppliedBatch
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		var synced []string
-		for _, e := range events {
-			if e.Op == OpSync {
-				synced = append(synced, e.UserID)
-			}
-		}
-		// Syncs are recorded too (without board or period), so the relay sees them applied.
-		fresh, maxSeq, err := recordHistory(ctx, tx, events)
-		if err != nil {
-			return err
-		}
-		out.MaxSeq, out.Fresh = maxSeq, make([]bool, len(events))
-		out.NickNames = map[string]string{}
-		var newEvents []ScoreEvent
-		var named, touched []EntryKey
-		seenNamed, seenTouched := map[EntryKey]bool{}, map[EntryKey]bool{}
-		if len(synced) > 0 { // every entry of a synced user is named
-			keys, err := entriesOf(ctx, tx, synced)
-			if err != nil {
-				return err
-			}
-			for _, k := range keys {
-				if !seenNamed[k] {
-					seenNamed[k] = true
-					named = append(named, k)
-				}
-			}
-		}
-		for i, e := range events {
-			if e.Op == OpSync {
-				out.Fresh[i] = true // nothing to repeat: a sync is applied every time
-				continue
-			}
-			k := e.Key()
-			if e.NickName != "" {
-				out.NickNames[e.UserID] = e.NickName
-			}
-			if !seenNamed[k] {
-				seenNamed[k] = true
-				named = append(named, k)
-			}
-			hk := historyKey{e.UserID, e.EventID, e.Board, e.Period}
-			if !fresh[hk] {
-				continue
-			}
-			delete(fresh, hk) // an event id twice in one batch counts once
-			out.Fresh[i] = true
-			newEvents = append(newEvents, e)
-			if !seenTouched[k] {
-				seenTouched[k] = true
-				touched = append(touched, k)
-			}
-		}
-		out.NewEvents = len(newEvents)
-		out.Changed = map[string][]string{}
-		b := &pgx.Batch{}
-		var removed []EntryState
-		if len(newEvents) > 0 {
-			current, err := lockEntries(ctx, tx, touched)
-			if err != nil {
-				return err
-			}
-			states, err := fold(current, newEvents)
-			if err != nil {
-				return err
-			}
-			for i := range states {
-				states[i].Version = current[states[i].Key()].Version + 1
-				out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
-				if states[i].Removed {
-					removed = append(removed, states[i])
-				}
-			}
-			queueWriteEntries(b, states)
-		}
-		// One round trip: the new states, the nick names, then the state of every entry.
-		queueNickNames(b, out.NickNames)
-		entries := queueLoadEntries(b, named)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		out.Entries = append(*entries, removed...) // a removed entry is gone from the table
-		return nil
-	})
+	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
+		return AppliedBatch{}, unavailable("apply score batch", err)
+	}
+	defer conn.Release()
+	c := conn.Conn()
+	out, err := apply(ctx, c, events, fold)
+	if err != nil {
+		if c.PgConn().TxStatus() != 'I' {
+			// End the transaction before the connection goes back to the pool (pgxpool
+			// would destroy it); one that cannot roll back is closed, which ends it too.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+				_ = c.Close(rctx)
+			}
+		}
 		return AppliedBatch{}, unavailable("apply score batch", err)
 	}
 	return out, nil
 }
 
+func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
+	var (
+		out     AppliedBatch
+		synced  []string
+		named   []EntryKey
+		seen    = map[EntryKey]bool{}
+		current = map[EntryKey]EntryState{}
+		fresh   map[historyKey]bool
+	)
+	out.NickNames = map[string]string{}
+	for _, e := range events {
+		if e.Op == OpSync { // every entry of a synced user is named (read at the end)
+			synced = append(synced, e.UserID)
+			continue
+		}
+		if e.NickName != "" {
+			out.NickNames[e.UserID] = e.NickName
+		}
+		if k := e.Key(); !seen[k] {
+			seen[k] = true
+			named = append(named, k)
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if len(named) > 0 {
+		queueLockEntries(b, named)
+	}
+	// Syncs are recorded too (without board or period), so the relay sees them applied.
+	queueRecordHistory(b, events, func(f map[historyKey]bool, maxSeq int64) { fresh, out.MaxSeq = f, maxSeq })
+	if len(named) > 0 {
+		queueReadEntries(b, named, current)
+	}
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return AppliedBatch{}, err
+	}
+	out.Fresh = make([]bool, len(events))
+	var newEvents []ScoreEvent
+	for i, e := range events {
+		if e.Op == OpSync {
+			out.Fresh[i] = true // nothing to repeat: a sync is applied every time
+			continue
+		}
+		hk := historyKey{e.UserID, e.EventID, e.Board, e.Period}
+		if !fresh[hk] {
+			continue
+		}
+		delete(fresh, hk) // an event id twice in one batch counts once
+		out.Fresh[i] = true
+		newEvents = append(newEvents, e)
+	}
+	out.NewEvents = len(newEvents)
+	out.Changed = map[string][]string{}
+	b = &pgx.Batch{}
+	var removed []EntryState
+	if len(newEvents) > 0 {
+		states, err := fold(current, newEvents)
+		if err != nil {
+			return AppliedBatch{}, err
+		}
+		for i := range states {
+			states[i].Version = current[states[i].Key()].Version + 1
+			out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
+			if states[i].Removed {
+				removed = append(removed, states[i])
+			}
+		}
+		queueWriteEntries(b, states)
+	}
+	queueNickNames(b, out.NickNames)
+	entries := queueLoadEntries(b, named, synced)
+	b.Queue("COMMIT")
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return AppliedBatch{}, err
+	}
+	out.Entries = append(*entries, removed...) // a removed entry is gone from the table
+	return out, nil
+}
+
 type historyKey struct{ user, id, board, period string }
 
-// recordHistory inserts the events into score_history and returns those that were not
-// there yet, with the highest sequence number it assigned.
-func recordHistory(ctx context.Context, tx pgx.Tx, events []ScoreEvent) (map[historyKey]bool, int64, error) {
+// queueRecordHistory queues the insert of the events into score_history; done gets the
+// events that were not there yet, with the highest sequence number it assigned.
+func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[historyKey]bool, maxSeq int64)) {
 	n := len(events)
 	ids, boards, periods, ops, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	values, times, metas := make([]int64, n), make([]time.Time, n), make([]*string, n)
@@ -203,39 +217,23 @@ func recordHistory(ctx context.Context, tx pgx.Tx, events []ScoreEvent) (map[his
 		ids[i], boards[i], periods[i], ops[i], users[i], values[i], times[i] = e.EventID, e.Board, e.Period, e.Operator, e.UserID, e.Value, e.OccurredAt
 		metas[i] = jsonText(e.Metadata)
 	}
-	rows, err := tx.Query(ctx, `
+	b.Queue(`
 		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at, metadata)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::jsonb[])
 		ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
-		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times, metas)
-	if err != nil {
-		return nil, 0, err
-	}
-	fresh := map[historyKey]bool{}
-	var maxSeq int64
-	var k historyKey
-	var seq int64
-	_, err = pgx.ForEachRow(rows, []any{&k.user, &k.id, &k.board, &k.period, &seq}, func() error {
-		fresh[k] = true
-		maxSeq = max(maxSeq, seq)
-		return nil
+		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times, metas).Query(func(rows pgx.Rows) error {
+		fresh := map[historyKey]bool{}
+		var maxSeq int64
+		var k historyKey
+		var seq int64
+		_, err := pgx.ForEachRow(rows, []any{&k.user, &k.id, &k.board, &k.period, &seq}, func() error {
+			fresh[k] = true
+			maxSeq = max(maxSeq, seq)
+			return nil
+		})
+		done(fresh, maxSeq)
+		return err
 	})
-	return fresh, maxSeq, err
-}
-
-// entriesOf returns the keys of every entry of the users.
-func entriesOf(ctx context.Context, tx pgx.Tx, users []string) ([]EntryKey, error) {
-	rows, err := tx.Query(ctx, `SELECT board_id, period, user_id FROM board_entries WHERE user_id = ANY($1) ORDER BY 1, 2, 3`, users)
-	if err != nil {
-		return nil, err
-	}
-	var k EntryKey
-	var out []EntryKey
-	_, err = pgx.ForEachRow(rows, []any{&k.Board, &k.Period, &k.UserID}, func() error {
-		out = append(out, k)
-		return nil
-	})
-	return out, err
 }
 
 // userLock is the advisory lock key of a user's entries as a whole: the projector holds it
@@ -243,14 +241,14 @@ func entriesOf(ctx context.Context, tx pgx.Tx, users []string) ([]EntryKey, erro
 // all of them (so a new entry of a user being banned is hidden too).
 const userLock = `hashtextextended('user:' || u, 0)`
 
-// lockEntries takes a shared advisory lock on each user (userLock), then a
-// transaction-scoped advisory lock on each entry, then reads their current state. Locks by
-// key (not row locks) also serialize two batches that create the same entry, which a row
-// lock cannot: the row does not exist yet. Locks are taken users first, each kind in hash
-// order, so concurrent batches never deadlock.
-func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]EntryState, error) {
+// queueLockEntries queues a shared advisory lock on each user (userLock), then a
+// transaction-scoped advisory lock on each entry. Locks by key (not row locks) also
+// serialize two batches that create the same entry, which a row lock cannot: the row does
+// not exist yet. Locks are taken users first, each kind in hash order, and before any
+// row is written, so concurrent batches never deadlock: two that insert the same history
+// row name the same entry, and the second waits for the first's lock, not its row.
+func queueLockEntries(b *pgx.Batch, keys []EntryKey) {
 	boards, periods, users := splitKeys(keys)
-	b := &pgx.Batch{}
 	b.Queue(`
 		SELECT pg_advisory_xact_lock_shared(h) FROM (
 			SELECT DISTINCT `+userLock+` AS h FROM unnest($1::text[]) AS k(u)) l
@@ -260,7 +258,12 @@ func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]
 			SELECT DISTINCT hashtextextended(k.b || ':' || k.p || ':' || k.u, 0) AS h
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)) l
 		ORDER BY h`, boards, periods, users)
-	out := map[EntryKey]EntryState{}
+}
+
+// queueReadEntries queues the read of the entries' current state into out (a statement
+// after their locks: it sees what the batch that held them last committed).
+func queueReadEntries(b *pgx.Batch, keys []EntryKey, out map[EntryKey]EntryState) {
+	boards, periods, users := splitKeys(keys)
 	b.Queue(`SELECT `+entryColumns+`
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
 		JOIN board_entries e ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
@@ -274,10 +277,6 @@ func lockEntries(ctx context.Context, tx pgx.Tx, keys []EntryKey) (map[EntryKey]
 		}
 		return rows.Err()
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func splitKeys(keys []EntryKey) (boards, periods, users []string) {
@@ -347,19 +346,34 @@ func queueNickNames(b *pgx.Batch, names map[string]string) {
 		WHERE users.nick_name IS DISTINCT FROM excluded.nick_name`, users, nicks)
 }
 
-// queueLoadEntries queues the read of the entries' current state; the slice is filled
-// when the batch's results are read.
-func queueLoadEntries(b *pgx.Batch, keys []EntryKey) *[]EntryState {
-	boards, periods, users := splitKeys(keys)
+// queueLoadEntries queues the read of the current state of the entries and of every
+// entry of the synced users; the slice is filled when the batch's results are read.
+func queueLoadEntries(b *pgx.Batch, keys []EntryKey, synced []string) *[]EntryState {
 	out := new([]EntryState)
-	b.Queue(`SELECT `+entryColumns+`
-		FROM board_entries e
-		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u) ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
-		boards, periods, users).Query(func(rows pgx.Rows) error {
-		var err error
-		*out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EntryState, error) { return scanEntry(r) })
-		return err
-	})
+	seen := map[EntryKey]bool{}
+	collect := func(rows pgx.Rows) error {
+		for rows.Next() {
+			s, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
+			if !seen[s.Key()] { // an entry both named and of a synced user
+				seen[s.Key()] = true
+				*out = append(*out, s)
+			}
+		}
+		return rows.Err()
+	}
+	if len(keys) > 0 {
+		boards, periods, users := splitKeys(keys)
+		b.Queue(`SELECT `+entryColumns+`
+			FROM board_entries e
+			JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u) ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
+			boards, periods, users).Query(collect)
+	}
+	if len(synced) > 0 {
+		b.Queue(`SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id = ANY($1) ORDER BY 1, 2, 3`, synced).Query(collect)
+	}
 	return out
 }
 

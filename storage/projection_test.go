@@ -362,3 +362,29 @@ func TestProjectionRejectedDataIsMarked(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectionSyncWithEventsNamesEachEntryOnce: a batch holding a new event of a user and
+// a sync of the same user returns every entry of the user once, the changed one in its new
+// state, and applies the event once.
+func TestProjectionSyncWithEventsNamesEachEntryOnce(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	mustApply(t, p, bestEvent("ev-1", "u", 10, at(1)), incrEvent("ev-2", "u", 4, at(2)), bestEvent("ev-3", "other", 7, at(3)))
+	sync := storage.ScoreEvent{Op: storage.OpSync, EventID: "sync-1", UserID: "u", OccurredAt: at(4)}
+	got := mustApply(t, p, incrEvent("ev-4", "u", 5, at(5)), sync)
+	if got.NewEvents != 1 || !got.Fresh[0] || !got.Fresh[1] {
+		t.Errorf("NewEvents = %d, Fresh = %v; want 1, [true true]", got.NewEvents, got.Fresh)
+	}
+	if len(got.Entries) != 2 {
+		t.Fatalf("entries = %+v, want the two entries of u, once each", got.Entries)
+	}
+	checkState(t, entryOf(t, got, "points", "u"), 9, 2, at(5))
+	checkState(t, entryOf(t, got, "global", "u"), 10, 1, at(1))
+	// A redelivery of the same batch changes nothing and still names both entries.
+	again := mustApply(t, p, incrEvent("ev-4", "u", 5, at(5)), sync)
+	if again.NewEvents != 0 || len(again.Entries) != 2 {
+		t.Errorf("redelivered: NewEvents = %d, entries %+v; want 0 and both entries of u", again.NewEvents, again.Entries)
+	}
+	checkState(t, entryOf(t, again, "points", "u"), 9, 2, at(5))
+}
