@@ -29,14 +29,16 @@ func NewPipe(rdb redis.UniversalClient, timeout, linger time.Duration) *Pipe {
 	return &Pipe{batcher: NewGatheringBatcher(pipeWorkers, pipeBatch, linger, func(cmds []redis.Cmder) []Result[struct{}] {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		send, spread := coalesceValueReads(ctx, cmds)
 		// Each command keeps its own answer or error (redis.Nil, NOSCRIPT, a timeout),
 		// whatever Pipelined returns.
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range cmds {
+			for _, c := range send {
 				_ = p.Process(ctx, c)
 			}
 			return nil
 		})
+		spread()
 		return done[:len(cmds)]
 	})}
 }

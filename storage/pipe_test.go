@@ -222,3 +222,111 @@ func TestLingeringPipeGathersCommands(t *testing.T) {
 		t.Fatalf("a lone command without a linger: %v, %q", err, cmd.Val())
 	}
 }
+
+// sentCommands records the commands of every pipeline (their arguments).
+type sentCommands struct {
+	mu   sync.Mutex
+	sent [][]any
+}
+
+func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, c := range cmds {
+			h.sent = append(h.sent, c.Args())
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// TestValueReadsOfOneBoardShareAScriptCall: the value reads one pipeline carries for the
+// same board period go to Redis as one script call, and each read still gets its own
+// user's value; other commands and other boards' reads are left as they are; when Redis
+// has lost the script, every read of the call loads it again.
+func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb, prefix := servers.NewRedis(t)
+	boards := storage.NewBoards(rdb, prefix, 10)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, b := range []struct {
+		board string
+		users map[string]int64
+	}{{"global", map[string]int64{"alice": 42, "carol": 7}}, {"points", map[string]int64{"alice": 3}}} {
+		var page []storage.EntryState
+		for u, v := range b.users {
+			page = append(page, storage.EntryState{Board: b.board, Period: "all_time", UserID: u, Score: v, SortKey: v, Version: 1, ReachedAt: at, UpdatedAt: at})
+		}
+		pages := [][]storage.EntryState{page}
+		if _, err := boards.Load(ctx, storage.Target{Board: b.board, Period: "all_time"}, func() ([]storage.EntryState, map[string]string, error) {
+			if len(pages) == 0 {
+				return nil, nil, nil
+			}
+			p := pages[0]
+			pages = pages[1:]
+			return p, nil, nil
+		}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := &sentCommands{}
+	rdb.AddHook(hook)
+
+	for _, flushed := range []bool{false, true} {
+		if flushed { // Redis forgot its scripts (a restart): each read loads it again
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hook.mu.Lock()
+		hook.sent = nil
+		hook.mu.Unlock()
+		pipe := storage.NewPipe(rdb, 2*time.Second, time.Hour)
+		values := storage.NewValueReader(boards, pipe)
+		type read struct {
+			key  storage.ValueKey
+			want storage.Value
+		}
+		reads := []read{
+			{storage.ValueKey{Board: "global", Period: "all_time", UserID: "alice"}, storage.Value{Score: 42, OK: true}},
+			{storage.ValueKey{Board: "points", Period: "all_time", UserID: "alice"}, storage.Value{Score: 3, OK: true}},
+			{storage.ValueKey{Board: "global", Period: "all_time", UserID: "bob"}, storage.Value{}},
+			{storage.ValueKey{Board: "global", Period: "all_time", UserID: "carol"}, storage.Value{Score: 7, OK: true}},
+		}
+		var pending []storage.ValueRead
+		for i, r := range reads {
+			pending = append(pending, values.Read(ctx, r.key))
+			if i == 0 {
+				time.Sleep(100 * time.Millisecond) // the first is taken by now; the rest gather behind it
+			}
+		}
+		echo := redis.NewStringCmd(ctx, "echo", "x")
+		echoed := pipe.Go(ctx, echo)
+		pipe.Close() // hands the gathered batch over at once
+		for i, p := range pending {
+			if v, err := p.Wait(ctx); err != nil || v != reads[i].want {
+				t.Errorf("script flushed %v: read %+v = %+v, %v; want %+v", flushed, reads[i].key, v, err, reads[i].want)
+			}
+		}
+		if _, err := echoed.Wait(ctx); err != nil || echo.Val() != "x" {
+			t.Errorf("echo beside the reads: %v, %q", err, echo.Val())
+		}
+		if flushed {
+			continue
+		}
+		hook.mu.Lock()
+		var calls []string
+		for _, args := range hook.sent {
+			if args[0] == "evalsha" {
+				calls = append(calls, fmt.Sprint(args[5:]))
+			}
+		}
+		hook.mu.Unlock()
+		if got := fmt.Sprint(calls); got != "[[alice bob carol] [alice]]" {
+			t.Errorf("script calls sent %s, want [[alice bob carol] [alice]]: one call per board period", got)
+		}
+	}
+}

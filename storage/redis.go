@@ -359,6 +359,85 @@ func (v *ValueReader) Read(ctx context.Context, k ValueKey) ValueRead {
 	return r
 }
 
+// coalesceValueReads replaces the value reads (ValueReader's) of one board period among
+// cmds with one script call that reads them all: a script call costs Redis far more than
+// the reads inside it. spread, called once the calls have answered, gives each read its
+// own part of the answer (or the call's error). Without two reads of one board period it
+// returns cmds as they are.
+func coalesceValueReads(ctx context.Context, cmds []redis.Cmder) (send []redis.Cmder, spread func()) {
+	type group struct {
+		merged *redis.Cmd
+		reads  []*redis.Cmd
+	}
+	var groups map[[2]any]*group
+	var order [][2]any
+	for _, c := range cmds {
+		if k, ok := valueReadKeys(c); ok {
+			if groups == nil {
+				groups = map[[2]any]*group{}
+			}
+			g := groups[k]
+			if g == nil {
+				g = &group{}
+				groups[k] = g
+				order = append(order, k)
+			}
+			g.reads = append(g.reads, c.(*redis.Cmd))
+		}
+	}
+	merging := false
+	for _, g := range groups {
+		merging = merging || len(g.reads) > 1
+	}
+	if !merging {
+		return cmds, func() {}
+	}
+	send = make([]redis.Cmder, 0, len(cmds))
+	for _, c := range cmds {
+		if _, ok := valueReadKeys(c); !ok {
+			send = append(send, c)
+		}
+	}
+	for _, k := range order {
+		g := groups[k]
+		args := []any{"evalsha", recordsScript.Hash(), 2, k[0], k[1]}
+		for _, r := range g.reads {
+			args = append(args, r.Args()[5])
+		}
+		g.merged = redis.NewCmd(ctx, args...)
+		send = append(send, g.merged)
+	}
+	return send, func() {
+		for _, k := range order {
+			g := groups[k]
+			res, err := g.merged.Slice()
+			if err == nil && len(res) != 2*len(g.reads) {
+				err = fmt.Errorf("read values: %d fields for %d users", len(res), len(g.reads))
+			}
+			for i, r := range g.reads {
+				if err != nil {
+					r.SetErr(err)
+				} else {
+					r.SetVal([]any{res[2*i], res[2*i+1]})
+				}
+			}
+		}
+	}
+}
+
+// valueReadKeys says whether c is a ValueReader's read, and of which board period.
+func valueReadKeys(c redis.Cmder) ([2]any, bool) {
+	cmd, ok := c.(*redis.Cmd)
+	if !ok {
+		return [2]any{}, false
+	}
+	a := cmd.Args()
+	if len(a) != 6 || a[0] != "evalsha" || a[1] != recordsScript.Hash() || a[2] != 2 {
+		return [2]any{}, false
+	}
+	return [2]any{a[3], a[4]}, true
+}
+
 // ValueRead is a value on its way from Redis.
 type ValueRead struct {
 	boards *Boards

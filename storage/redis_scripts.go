@@ -97,7 +97,7 @@ local function recVersion(rec)
   return v
 end
 local function hex(s)
-  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+  return string.format(string.rep('%02x', #s), string.byte(s, 1, -1))
 end
 `
 
@@ -158,14 +158,19 @@ local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
 end
 `
 
-// topLua defines refreshTop(z, o, n, m, top, ver, topN, minVersion, now, force): it
-// recomputes the cached top-N and, when its members or their order changed (or force is
-// set: a nick name or metadata changed), gives it the next version of the board (the
+// topLua defines refreshTop(z, o, n, m, top, ver, topN, minVersion, now, force, written):
+// it recomputes the cached top-N and, when its members or their order changed (or force
+// is set: a nick name or metadata changed), gives it the next version of the board (the
 // board-wide counter ver, so versions rise across periods too, never below minVersion).
 // It returns {changed, version, updated, body}; a body line is user TAB sort key TAB
-// record (hex) TAB nick TAB metadata.
+// record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
+// entry, nick name or metadata the caller may have written since the cached body was
+// computed: the body's lines of the other users are kept as they are, so a refresh reads
+// and formats only what changed (their sort key is checked too, though only apply writes
+// the entries of a loaded board, and it names every user it writes). nil recomputes every
+// line.
 const topLua = `
-local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force)
+local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force, written)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
   local digest = table.concat(top, ',')
   local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated', 'body')
@@ -173,13 +178,26 @@ local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force)
   if meta[2] == digest and meta[4] and not force then
     return {0, curVersion, meta[3], meta[4]}
   end
+  local kept = {}
+  if written and meta[4] then
+    for line in string.gmatch(meta[4], '[^\n]+') do
+      local user, key = string.match(line, '^([^\t]*)\t([^\t]*)\t')
+      if user and not written[user] then kept[user] = key .. '\t' .. line end
+    end
+  end
   local lines = {}
   for k = 1, #top, 2 do
     local user = string.sub(top[k], 9)
-    local rec = redis.call('HGET', bucketOf(o, user), user) or ''
-    local nick = redis.call('HGET', n, user) or ''
-    local md = redis.call('HGET', m, user) or ''
-    lines[#lines + 1] = user .. '\t' .. top[k + 1] .. '\t' .. hex(rec) .. '\t' .. nick .. '\t' .. md
+    local line = kept[user]
+    local prefix = top[k + 1] .. '\t'
+    if line and string.sub(line, 1, #prefix) == prefix then
+      lines[#lines + 1] = string.sub(line, #prefix + 1)
+    else
+      local rec = redis.call('HGET', bucketOf(o, user), user) or ''
+      local nick = redis.call('HGET', n, user) or ''
+      local md = redis.call('HGET', m, user) or ''
+      lines[#lines + 1] = user .. '\t' .. top[k + 1] .. '\t' .. hex(rec) .. '\t' .. nick .. '\t' .. md
+    end
   end
   local body = table.concat(lines, '\n')
   local version = math.max(redis.call('INCR', ver), minVersion, curVersion + 1)
@@ -230,11 +248,12 @@ local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), 
 local live = hashes(KEYS[2])
 local shadow
 if redis.call('EXISTS', KEYS[6]) == 1 then shadow = hashes(KEYS[8]) end
-local touched, renamed = false, false
+local touched, renamed, written = false, false, {}
 local i = 6
 for _ = 1, count do
   local user, rec, sortkey, version, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5]
   i = i + 6
+  written[user] = true
   local inside, named = upsert(KEYS[1], live, KEYS[3], KEYS[4], topN, user, rec, sortkey, version, nick, meta)
   if inside then
     touched = true
@@ -247,7 +266,7 @@ if not touched then
   local meta = redis.call('HMGET', KEYS[5], 'version', 'updated')
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
-return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed)
+return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed, written)
 `)
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -541,6 +542,47 @@ func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 	for i, u := range []string{"a", "b", "c", "e", "d"} {
 		if e := f.user(u); e.Rank != int64(i+1) {
 			t.Errorf("%s ranks %d, want %d", u, e.Rank, i+1)
+		}
+	}
+}
+
+// TestBoardsTopLinesFollowEveryChange: the cached top keeps the lines of users a write did
+// not touch and recomputes the others, so after any sequence of writes (values that move,
+// equal values reached later, new nick names and metadata at an unchanged value) every
+// entry of the top says what a read of that user says.
+func TestBoardsTopLinesFollowEveryChange(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 5)
+	rng := rand.New(rand.NewPCG(7, 11))
+	versions, scores, reached := map[string]int64{}, map[string]int64{}, map[string]time.Time{}
+	nickOf := map[string]string{} // a user read answers no nick name: the test keeps them
+	nicks := []string{"", "Ann", "Bo", "Cy"}
+	metas := []string{"", `{"car":"red"}`, `{"car":"blue"}`}
+	for step := range 300 {
+		var states []storage.EntryState
+		names := map[string]string{}
+		for range 1 + rng.IntN(3) {
+			u := fmt.Sprintf("u%d", rng.IntN(10))
+			versions[u]++
+			if rng.IntN(3) > 0 || reached[u].IsZero() { // else the same member: only its nick or metadata changes
+				scores[u], reached[u] = int64(rng.IntN(8)), at(step)
+			}
+			s := state(u, scores[u], versions[u], reached[u])
+			if m := metas[rng.IntN(len(metas))]; m != "" {
+				s.Metadata = []byte(m)
+			}
+			if n := nicks[rng.IntN(len(nicks))]; n != "" { // "": no name given, the last one stays
+				names[u], nickOf[u] = n, n
+			}
+			states = append(states, s)
+		}
+		f.apply(0, names, states...)
+		top := f.top(5)
+		for _, e := range top.Entries {
+			want := f.user(e.UserID)
+			if e.Rank != want.Rank || e.Score != want.Score || !e.UpdatedAt.Equal(want.UpdatedAt) || e.NickName != nickOf[e.UserID] || string(e.Metadata) != string(want.Metadata) {
+				t.Fatalf("step %d: top has %s as %+v, a read of the user says %+v (nick %q)", step, e.UserID, e, want, nickOf[e.UserID])
+			}
 		}
 	}
 }
