@@ -37,7 +37,8 @@ func entryOrder(t *testing.T, r response) string {
 func TestBoardsEndpoints(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	svc := env.start(nil)
+	clock := dayClock()
+	svc := env.startWith(nil, clock)
 	srv := mintToken(t, "game-server", "server")
 	reader := mintToken(t, "reader")
 
@@ -50,8 +51,8 @@ func TestBoardsEndpoints(t *testing.T) {
 		m := b.(map[string]any)
 		listed[m["id"].(string)] = m
 	}
-	today := time.Now().UTC().Format(time.DateOnly)
-	y, w := time.Now().UTC().ISOWeek()
+	today := clock().UTC().Format(time.DateOnly)
+	y, w := clock().UTC().ISOWeek()
 	week := fmt.Sprintf("%04d-W%02d", y, w)
 	for id, want := range map[string]string{
 		"global":  "best desc all_time all_time",
@@ -66,7 +67,7 @@ func TestBoardsEndpoints(t *testing.T) {
 			t.Errorf("board %s listed as %q, want %q", id, got, want)
 		}
 	}
-	if listed["daily"]["next_reset_at"] == nil || listed["daily"]["previous_period"] != time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly) {
+	if listed["daily"]["next_reset_at"] == nil || listed["daily"]["previous_period"] != clock().UTC().AddDate(0, 0, -1).Format(time.DateOnly) {
 		t.Errorf("daily: %v", listed["daily"])
 	}
 	if listed["global"]["next_reset_at"] != nil || listed["global"]["previous_period"] != nil || listed["daily"]["server_only"] != true {

@@ -51,8 +51,8 @@ func TestLivePageInBrowser(t *testing.T) {
 	})
 	t.Run("any board", func(t *testing.T) {
 		env := newTestEnv(t)
-		svc := env.start(nil)
-		liveBoards(t, browser, svc)
+		clock := dayClock()
+		liveBoards(t, browser, env.startWith(nil, clock), clock)
 	})
 }
 
@@ -164,7 +164,7 @@ func saveShot(t *testing.T, ctx context.Context, name string) {
 // liveBoards picks the daily board on the page: it shows the time to the next reset, the
 // viewer's own entry below the top-10 while outside it and highlighted inside it, and
 // "updated" as the time the top last changed, not when the page got its snapshot.
-func liveBoards(t *testing.T, browser string, svc *service) {
+func liveBoards(t *testing.T, browser string, svc *service, clock func() time.Time) {
 	srv := mintToken(t, "gs", "server")
 	for i := 1; i <= 11; i++ {
 		// Applied before the next: the rivals are on other partitions than the viewer, so
@@ -200,7 +200,7 @@ func liveBoards(t *testing.T, browser string, svc *service) {
 		}
 		return s
 	}
-	today := time.Now().UTC().Format(time.DateOnly)
+	today := clock().UTC().Format(time.DateOnly)
 	if got := text(`#board`) + " " + text(`#period`); got != "daily "+today {
 		t.Errorf("board and period shown: %q", got)
 	}

@@ -155,6 +155,18 @@ func (c *testClock) now() time.Time { return time.Unix(0, c.ns.Load()) }
 // set moves the clock to t.
 func (c *testClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
 
+// dayClock is the real clock, set back an hour when the test starts in the last 15
+// minutes of a UTC day (or ISO week): a test that names today's period (or this week's)
+// finds the service in the same one however long it runs.
+func dayClock() func() time.Time {
+	now := time.Now().UTC()
+	var shift time.Duration
+	if midnight := now.Truncate(24 * time.Hour).Add(24 * time.Hour); midnight.Sub(now) < 15*time.Minute {
+		shift = time.Hour
+	}
+	return func() time.Time { return time.Now().Add(-shift) }
+}
+
 // start runs the service in-process on the real clock and waits until /readyz answers 200.
 func (e *testEnv) start(overrides map[string]string) *service {
 	e.t.Helper()

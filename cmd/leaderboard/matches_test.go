@@ -24,7 +24,8 @@ func TestMatchPoints(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	broker := "127.0.0.1:" + freePort(t)
-	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_MATCH_IDLE_TTL": "10m"})
+	clock := dayClock()
+	svc := env.startWith(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_MATCH_IDLE_TTL": "10m"}, clock)
 	srv, viewer := mintToken(t, "game-server", "server"), mintToken(t, "viewer")
 	point := func(match, user, body string) response {
 		t.Helper()
@@ -49,9 +50,9 @@ func TestMatchPoints(t *testing.T) {
 	}
 	// Every point is applied (kim's are applied in order). Kafka delivers m1-kim-1 again,
 	// and the outbox is replayed from the start: nothing changes anywhere.
-	today := time.Now().UTC().Format(time.DateOnly)
+	today := clock().UTC().Format(time.DateOnly)
 	dup, _ := json.Marshal(messages.ScoreSubmitted{EventID: "m1-kim-1", Board: "match:m-1", Period: "all_time", UserID: "kim", Value: 4,
-		Also: []messages.BoardValue{{Board: "daily", Period: today, Value: 4}, {Board: "season", Period: "1", Value: 4}}, OccurredAt: time.Now().UTC()})
+		Also: []messages.BoardValue{{Board: "daily", Period: today, Value: 4}, {Board: "season", Period: "1", Value: 4}}, OccurredAt: clock().UTC()})
 	produceRaw(t, broker, "leaderboard.score-events", &sarama.ProducerMessage{Key: sarama.StringEncoder("kim"), Value: sarama.ByteEncoder(dup)})
 	for shard := 0; shard < 2; shard++ {
 		if _, err := env.db().Exec(context.Background(), fmt.Sprintf(
@@ -93,7 +94,7 @@ func TestMatchPoints(t *testing.T) {
 	if rk := r.body["rankings"].([]any); len(rk) != 1 || rk[0].(map[string]any)["user_id"] != "park" || num(rk[0].(map[string]any)["ranking"]) != 3 || r.body["cursor"] != nil {
 		t.Errorf("daily page 2: %s", r.raw)
 	}
-	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+	yesterday := clock().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
 	if r := svc.do(t, http.MethodGet, "/v1/daily-leaderboard?size=2&date="+yesterday+"&cursor="+url.QueryEscape(first0cursor), viewer, ""); r.status != 400 || r.body["error_code"] != "invalid_cursor" {
 		t.Errorf("today's cursor on another day: %d %s", r.status, r.raw)
 	}
