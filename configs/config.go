@@ -222,7 +222,7 @@ func Load(getenv func(string) string) (Config, error) {
 		KafkaDataDir:         get("LEADERBOARD_KAFKA_DATA_DIR", ".data/kafka"),
 		KafkaAddr:            get("LEADERBOARD_KAFKA_EMBEDDED_ADDR", "127.0.0.1:0"),
 		TopicPrefix:          get("LEADERBOARD_TOPIC_PREFIX", "leaderboard"),
-		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 96, 1, 1024),
+		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 192, 1, 1024),
 		OutboxShards:         intVar("LEADERBOARD_OUTBOX_SHARDS", 4, 1, 64),
 		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 10, 1000),
 		JWTSecret:            get("LEADERBOARD_JWT_SECRET", DevJWTSecret),
