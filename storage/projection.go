@@ -97,12 +97,12 @@ func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: po
 
 // Apply records the events in the history (skipping those already there), lets fold
 // decide the new states of the entries the new ones name, writes them, and returns the
-// state of every entry the batch names. It is one transaction in two round trips to
+// state of every entry the batch names. It is one transaction in three round trips to
 // PostgreSQL: BEGIN, the locks of the entries the batch names, the history's insert and
-// their current state; then the new states, the nick names, the state of every entry
-// named and COMMIT. (Five round trips, as it was with a BEGIN and a COMMIT of their own
-// and the locks taken after the history's insert, cost the service and PostgreSQL a
-// write and a read each.)
+// their current state; then the new states, the nick names and the state of every entry
+// named; then COMMIT. (Five round trips, as it was with a BEGIN of its own and the locks
+// taken in a trip of their own after the history's insert, cost the service and
+// PostgreSQL a write and a read each.)
 func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -197,8 +197,13 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc)
 	}
 	queueNickNames(b, out.NickNames)
 	entries := queueLoadEntries(b, named, synced)
-	b.Queue("COMMIT")
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return AppliedBatch{}, err
+	}
+	// COMMIT only once every answer is read: queued in the batch, it would run even when
+	// reading an answer failed here, and the retry would find the batch applied without
+	// knowing which of its events were new.
+	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
 	}
 	out.Entries = append(*entries, removed...) // a removed entry is gone from the table
