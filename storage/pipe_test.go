@@ -162,24 +162,40 @@ func TestTopThroughPipeFollowsChanges(t *testing.T) {
 	}
 }
 
-// pipelineSizes records the size of every pipeline of ECHO commands a client sends (not
-// the client's own, such as a new connection's HELLO).
-type pipelineSizes struct {
-	mu    sync.Mutex
-	sizes []int
+// pipelines records the commands (their arguments) of every pipeline a client sends.
+type pipelines struct {
+	mu   sync.Mutex
+	sent [][][]any
 }
 
-func (h *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "echo" {
-			h.mu.Lock()
-			h.sizes = append(h.sizes, len(cmds))
-			h.mu.Unlock()
+		args := make([][]any, len(cmds))
+		for i, c := range cmds {
+			args[i] = c.Args()
 		}
+		h.mu.Lock()
+		h.sent = append(h.sent, args)
+		h.mu.Unlock()
 		return next(ctx, cmds)
 	}
+}
+
+// take returns the pipelines sent since the last take whose first command is name (""
+// any: name leaves out the client's own, such as a new connection's HELLO).
+func (h *pipelines) take(name string) [][][]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out [][][]any
+	for _, p := range h.sent {
+		if name == "" || len(p) > 0 && p[0][0] == name {
+			out = append(out, p)
+		}
+	}
+	h.sent = nil
+	return out
 }
 
 // TestLingeringPipeGathersCommands: a pipe with a linger sends the commands that come
@@ -188,8 +204,8 @@ func TestLingeringPipeGathersCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb, _ := servers.NewRedis(t)
-	sizes := &pipelineSizes{}
-	rdb.AddHook(sizes)
+	hook := &pipelines{}
+	rdb.AddHook(hook)
 
 	lingering := storage.NewPipe(rdb, 2*time.Second, time.Hour)
 	var sent []*redis.StringCmd
@@ -208,37 +224,19 @@ func TestLingeringPipeGathersCommands(t *testing.T) {
 			t.Fatalf("command %d: %v, %q", i, err, sent[i].Val())
 		}
 	}
-	sizes.mu.Lock()
-	if got := fmt.Sprint(sizes.sizes); got != "[3]" {
+	var sizes []int
+	for _, p := range hook.take("echo") {
+		sizes = append(sizes, len(p))
+	}
+	if got := fmt.Sprint(sizes); got != "[3]" {
 		t.Errorf("pipelines %s, want [3]: one round trip", got)
 	}
-	sizes.sizes = nil
-	sizes.mu.Unlock()
 
 	prompt := storage.NewPipe(rdb, 2*time.Second, 0)
 	defer prompt.Close()
 	cmd := redis.NewStringCmd(ctx, "echo", "now")
 	if _, err := prompt.Go(ctx, cmd).Wait(ctx); err != nil || cmd.Val() != "now" {
 		t.Fatalf("a lone command without a linger: %v, %q", err, cmd.Val())
-	}
-}
-
-// sentCommands records the commands of every pipeline (their arguments).
-type sentCommands struct {
-	mu   sync.Mutex
-	sent [][]any
-}
-
-func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.mu.Lock()
-		for _, c := range cmds {
-			h.sent = append(h.sent, c.Args())
-		}
-		h.mu.Unlock()
-		return next(ctx, cmds)
 	}
 }
 
@@ -272,7 +270,7 @@ func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook := &sentCommands{}
+	hook := &pipelines{}
 	rdb.AddHook(hook)
 
 	for _, flushed := range []bool{false, true} {
@@ -281,9 +279,7 @@ func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		hook.mu.Lock()
-		hook.sent = nil
-		hook.mu.Unlock()
+		hook.take("")
 		pipe := storage.NewPipe(rdb, 2*time.Second, time.Hour)
 		values := storage.NewValueReader(boards, pipe)
 		type read struct {
@@ -317,14 +313,14 @@ func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
 		if flushed {
 			continue
 		}
-		hook.mu.Lock()
 		var calls []string
-		for _, args := range hook.sent {
-			if args[0] == "evalsha" {
-				calls = append(calls, fmt.Sprint(args[5:]))
+		for _, p := range hook.take("") {
+			for _, args := range p {
+				if args[0] == "evalsha" {
+					calls = append(calls, fmt.Sprint(args[5:]))
+				}
 			}
 		}
-		hook.mu.Unlock()
 		if got := fmt.Sprint(calls); got != "[[alice bob carol] [alice]]" {
 			t.Errorf("script calls sent %s, want [[alice bob carol] [alice]]: one call per board period", got)
 		}

@@ -369,34 +369,27 @@ func coalesceValueReads(ctx context.Context, cmds []redis.Cmder) (send []redis.C
 		merged *redis.Cmd
 		reads  []*redis.Cmd
 	}
-	var groups map[[2]any]*group
+	groups := map[[2]any]*group{}
 	var order [][2]any
-	for _, c := range cmds {
-		if k, ok := valueReadKeys(c); ok {
-			if groups == nil {
-				groups = map[[2]any]*group{}
-			}
-			g := groups[k]
-			if g == nil {
-				g = &group{}
-				groups[k] = g
-				order = append(order, k)
-			}
-			g.reads = append(g.reads, c.(*redis.Cmd))
-		}
-	}
-	merging := false
-	for _, g := range groups {
-		merging = merging || len(g.reads) > 1
-	}
-	if !merging {
-		return cmds, func() {}
-	}
+	reads := 0
 	send = make([]redis.Cmder, 0, len(cmds))
 	for _, c := range cmds {
-		if _, ok := valueReadKeys(c); !ok {
+		k, ok := valueReadKeys(c)
+		if !ok {
 			send = append(send, c)
+			continue
 		}
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.reads = append(g.reads, c.(*redis.Cmd))
+		reads++
+	}
+	if reads == len(order) { // no two reads of one board period
+		return cmds, func() {}
 	}
 	for _, k := range order {
 		g := groups[k]

@@ -166,9 +166,8 @@ end
 // record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
 // entry, nick name or metadata the caller may have written since the cached body was
 // computed: the body's lines of the other users are kept as they are, so a refresh reads
-// and formats only what changed (their sort key is checked too, though only apply writes
-// the entries of a loaded board, and it names every user it writes). nil recomputes every
-// line.
+// and formats only what changed (only apply writes the entries of a loaded board, and it
+// names every user it writes). nil recomputes every line.
 const topLua = `
 local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force, written)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
@@ -181,17 +180,15 @@ local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force,
   local kept = {}
   if written and meta[4] then
     for line in string.gmatch(meta[4], '[^\n]+') do
-      local user, key = string.match(line, '^([^\t]*)\t([^\t]*)\t')
-      if user and not written[user] then kept[user] = key .. '\t' .. line end
+      local user = string.match(line, '^([^\t]*)\t')
+      if user and not written[user] then kept[user] = line end
     end
   end
   local lines = {}
   for k = 1, #top, 2 do
     local user = string.sub(top[k], 9)
-    local line = kept[user]
-    local prefix = top[k + 1] .. '\t'
-    if line and string.sub(line, 1, #prefix) == prefix then
-      lines[#lines + 1] = string.sub(line, #prefix + 1)
+    if kept[user] then
+      lines[#lines + 1] = kept[user]
     else
       local rec = redis.call('HGET', bucketOf(o, user), user) or ''
       local nick = redis.call('HGET', n, user) or ''
