@@ -61,18 +61,7 @@ func TestPipeAnswersEachCommand(t *testing.T) {
 	wg.Wait()
 
 	boards := storage.NewBoards(rdb, prefix, 10)
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pages := [][]storage.EntryState{{{Board: "global", Period: "all_time", UserID: "alice", Score: 42, SortKey: 42, Version: 1, ReachedAt: at, UpdatedAt: at}}}
-	if _, err := boards.Load(ctx, storage.Target{Board: "global", Period: "all_time"}, func() ([]storage.EntryState, map[string]string, error) {
-		if len(pages) == 0 {
-			return nil, nil, nil
-		}
-		page := pages[0]
-		pages = pages[1:]
-		return page, nil, nil
-	}, 0); err != nil {
-		t.Fatal(err)
-	}
+	loadValues(t, boards, "global", map[string]int64{"alice": 42})
 	values := storage.NewValueReader(boards, pipe)
 	alice := values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: "alice"})
 	bob := values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: "bob"})
@@ -159,6 +148,27 @@ func TestTopThroughPipeFollowsChanges(t *testing.T) {
 	}
 	if _, err := reader.Top(ctx, "global", "all_time", 10); !errors.Is(err, storage.ErrNotLoaded) {
 		t.Fatalf("a top Redis lost: %v, want ErrNotLoaded", err)
+	}
+}
+
+// loadValues loads board's all_time period into Redis with the users' values.
+func loadValues(t *testing.T, boards *storage.Boards, board string, values map[string]int64) {
+	t.Helper()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var page []storage.EntryState
+	for u, v := range values {
+		page = append(page, storage.EntryState{Board: board, Period: "all_time", UserID: u, Score: v, SortKey: v, Version: 1, ReachedAt: at, UpdatedAt: at})
+	}
+	pages := [][]storage.EntryState{page}
+	if _, err := boards.Load(context.Background(), storage.Target{Board: board, Period: "all_time"}, func() ([]storage.EntryState, map[string]string, error) {
+		if len(pages) == 0 {
+			return nil, nil, nil
+		}
+		p := pages[0]
+		pages = pages[1:]
+		return p, nil, nil
+	}, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -249,27 +259,8 @@ func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
 	defer cancel()
 	rdb, prefix := servers.NewRedis(t)
 	boards := storage.NewBoards(rdb, prefix, 10)
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, b := range []struct {
-		board string
-		users map[string]int64
-	}{{"global", map[string]int64{"alice": 42, "carol": 7}}, {"points", map[string]int64{"alice": 3}}} {
-		var page []storage.EntryState
-		for u, v := range b.users {
-			page = append(page, storage.EntryState{Board: b.board, Period: "all_time", UserID: u, Score: v, SortKey: v, Version: 1, ReachedAt: at, UpdatedAt: at})
-		}
-		pages := [][]storage.EntryState{page}
-		if _, err := boards.Load(ctx, storage.Target{Board: b.board, Period: "all_time"}, func() ([]storage.EntryState, map[string]string, error) {
-			if len(pages) == 0 {
-				return nil, nil, nil
-			}
-			p := pages[0]
-			pages = pages[1:]
-			return p, nil, nil
-		}, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loadValues(t, boards, "global", map[string]int64{"alice": 42, "carol": 7})
+	loadValues(t, boards, "points", map[string]int64{"alice": 3})
 	hook := &pipelines{}
 	rdb.AddHook(hook)
 
