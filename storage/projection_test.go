@@ -388,3 +388,34 @@ func TestProjectionSyncWithEventsNamesEachEntryOnce(t *testing.T) {
 	}
 	checkState(t, entryOf(t, again, "points", "u"), 9, 2, at(5))
 }
+
+// TestProjectionUnreadableAnswerRollsBack: when an answer of the batch's last trip cannot
+// be read (here the synced user's entry holds a time Go cannot represent), the batch is not
+// committed, so its retry still finds its events new. Queued in that trip, COMMIT would
+// run on the server anyway: the retry would see the events as redeliveries and lose their
+// change notifications.
+func TestProjectionUnreadableAnswerRollsBack(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	mustApply(t, p, bestEvent("ev-1", "bad", 10, at(1)))
+	if _, err := pool.Exec(testContext(t), `UPDATE board_entries SET updated_at = 'infinity' WHERE user_id = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	sync := storage.ScoreEvent{Op: storage.OpSync, EventID: "sync-1", UserID: "bad", OccurredAt: at(2)}
+	batch := []storage.ScoreEvent{bestEvent("ev-2", "good", 7, at(2)), sync}
+	if _, err := p.Apply(testContext(t), batch, testFold); err == nil {
+		t.Fatal("Apply succeeded though the synced entry cannot be read")
+	}
+	if h := historyRows(t, pool); h["ev-2|global|all_time"] != 0 {
+		t.Fatalf("score_history = %v after a failed batch: it was committed", h)
+	}
+	if _, err := pool.Exec(testContext(t), `UPDATE board_entries SET updated_at = reached_at WHERE user_id = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	got := mustApply(t, p, batch...)
+	if got.NewEvents != 1 || !got.Fresh[0] {
+		t.Fatalf("retry: NewEvents = %d, Fresh = %v; want the event new", got.NewEvents, got.Fresh)
+	}
+	checkState(t, entryOf(t, got, "global", "good"), 7, 1, at(2))
+}
