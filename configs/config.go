@@ -297,10 +297,10 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
-	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 5*time.Millisecond, 0, time.Second)
+	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 10*time.Millisecond, 0, time.Second)
 	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 20*time.Millisecond, 0, time.Second)
-	c.OutboxLinger = durationVar("LEADERBOARD_OUTBOX_LINGER", 3*time.Millisecond, 0, 100*time.Millisecond)
-	c.WriteLinger = durationVar("LEADERBOARD_WRITE_LINGER", 2*time.Millisecond, 0, 100*time.Millisecond)
+	c.OutboxLinger = durationVar("LEADERBOARD_OUTBOX_LINGER", 6*time.Millisecond, 0, 100*time.Millisecond)
+	c.WriteLinger = durationVar("LEADERBOARD_WRITE_LINGER", 4*time.Millisecond, 0, 100*time.Millisecond)
 	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)
 	c.MatchIdleTTL = durationVar("LEADERBOARD_MATCH_IDLE_TTL", time.Hour, 10*time.Second, 30*24*time.Hour)
 	if path := get("LEADERBOARD_BOARDS_FILE", ""); path != "" {

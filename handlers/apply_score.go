@@ -74,7 +74,9 @@ type ApplyScoreConfig struct {
 	// Linger is how long a batch waits for more messages after its first (0: it takes
 	// what is queued). Each Kafka partition hands over one message at a time, the next once
 	// the batch holding it is done, so without a wait a batch holds the few that happen to
-	// be queued (about 7 at 2,000 writes/s); 5 ms gather most partitions' next message.
+	// be queued (about 7 at 2,000 writes/s); 5 ms gather most partitions' next message, and
+	// the service's default of 10 ms makes fewer, larger transactions (at 3,500 writes/s
+	// about 4 % less CPU per event with the outbox's and the write path's longer lingers).
 	Linger time.Duration
 }
 
