@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -193,10 +195,13 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc)
 				removed = append(removed, states[i])
 			}
 		}
-		queueWriteEntries(b, states)
+		queueWriteEntries(b, states, current)
 	}
 	queueNickNames(b, out.NickNames)
-	entries := queueLoadEntries(b, named, synced)
+	var syncedEntries *[]EntryState
+	if len(synced) > 0 {
+		syncedEntries = queueLoadSynced(b, synced)
+	}
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return AppliedBatch{}, err
 	}
@@ -206,8 +211,36 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc)
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
 	}
-	out.Entries = append(*entries, removed...) // a removed entry is gone from the table
+	out.Entries = namedEntries(named, current, removed, syncedEntries)
 	return out, nil
+}
+
+// namedEntries is the state the transaction left of every entry the batch names, in the
+// order first named: current holds what it read under the entries' locks, updated by the
+// rows the write returned; a removed entry is gone from the table and goes last with its
+// removal (the Redis mirror deletes it). Entries of synced users follow, each entry once.
+func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []EntryState, synced *[]EntryState) []EntryState {
+	out := make([]EntryState, 0, len(named)+len(removed))
+	seen := make(map[EntryKey]bool, len(named))
+	gone := make(map[EntryKey]bool, len(removed))
+	for _, r := range removed {
+		gone[r.Key()] = true
+	}
+	for _, k := range named {
+		seen[k] = true
+		if s, ok := current[k]; ok && !gone[k] {
+			out = append(out, s)
+		}
+	}
+	if synced != nil {
+		for _, s := range *synced {
+			if !seen[s.Key()] {
+				seen[s.Key()] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return append(out, removed...)
 }
 
 type historyKey struct{ user, id, board, period string }
@@ -293,8 +326,10 @@ func splitKeys(keys []EntryKey) (boards, periods, users []string) {
 }
 
 // queueWriteEntries writes absolute entry states and deletes removed entries. A new entry
-// of a banned user is hidden from the start; an existing entry keeps its hidden flag.
-func queueWriteEntries(b *pgx.Batch, all []EntryState) {
+// of a banned user is hidden from the start; an existing entry keeps its hidden flag. The
+// rows written replace their entries' states in current as the batch's results are read
+// (a removed entry stays there: the caller knows it is gone).
+func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]EntryState) {
 	var states, removed []EntryState
 	for _, s := range all {
 		if s.Removed {
@@ -328,8 +363,26 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState) {
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
 			AS k(b, p, u, score, sort_key, version, reached_at, updated_at, metadata)
 		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, sort_key = excluded.sort_key,
-			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata`,
-		boards, periods, users, scores, sortKeys, versions, reached, updated, metas)
+			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata
+		RETURNING `+entryColumnsOf("board_entries")+``,
+		boards, periods, users, scores, sortKeys, versions, reached, updated, metas).Query(func(rows pgx.Rows) error {
+		written := 0
+		for rows.Next() {
+			s, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
+			current[s.Key()] = s
+			written++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if written != n {
+			return fmt.Errorf("entry upsert returned %d rows for %d states", written, n)
+		}
+		return nil
+	})
 }
 
 func queueNickNames(b *pgx.Batch, names map[string]string) {
@@ -351,39 +404,34 @@ func queueNickNames(b *pgx.Batch, names map[string]string) {
 		WHERE users.nick_name IS DISTINCT FROM excluded.nick_name`, users, nicks)
 }
 
-// queueLoadEntries queues the read of the current state of the entries and of every
-// entry of the synced users; the slice is filled when the batch's results are read.
-func queueLoadEntries(b *pgx.Batch, keys []EntryKey, synced []string) *[]EntryState {
+// queueLoadSynced queues the read of every entry of the synced users; the slice is filled
+// when the batch's results are read.
+func queueLoadSynced(b *pgx.Batch, synced []string) *[]EntryState {
 	out := new([]EntryState)
-	seen := map[EntryKey]bool{}
-	collect := func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id = ANY($1) ORDER BY 1, 2, 3`, synced).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			s, err := scanEntry(rows)
 			if err != nil {
 				return err
 			}
-			if !seen[s.Key()] { // an entry both named and of a synced user
-				seen[s.Key()] = true
-				*out = append(*out, s)
-			}
+			*out = append(*out, s)
 		}
 		return rows.Err()
-	}
-	if len(keys) > 0 {
-		boards, periods, users := splitKeys(keys)
-		b.Queue(`SELECT `+entryColumns+`
-			FROM board_entries e
-			JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u) ON e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`,
-			boards, periods, users).Query(collect)
-	}
-	if len(synced) > 0 {
-		b.Queue(`SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id = ANY($1) ORDER BY 1, 2, 3`, synced).Query(collect)
-	}
+	})
 	return out
 }
 
 // entryColumns are the columns of board_entries e that scanEntry reads.
-const entryColumns = `e.board_id, e.period, e.user_id, e.score, e.sort_key, e.version, e.reached_at, e.updated_at, e.metadata, e.hidden`
+var entryColumns = entryColumnsOf("e")
+
+// entryColumnsOf names the columns scanEntry reads, of the table or alias t.
+func entryColumnsOf(t string) string {
+	cols := []string{"board_id", "period", "user_id", "score", "sort_key", "version", "reached_at", "updated_at", "metadata", "hidden"}
+	for i, c := range cols {
+		cols[i] = t + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
 
 func scanEntry(row pgx.Row) (EntryState, error) {
 	var s EntryState
