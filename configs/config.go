@@ -298,7 +298,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
 	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 10*time.Millisecond, 0, time.Second)
-	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 20*time.Millisecond, 0, time.Second)
+	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 50*time.Millisecond, 0, time.Second)
 	c.OutboxLinger = durationVar("LEADERBOARD_OUTBOX_LINGER", 6*time.Millisecond, 0, 100*time.Millisecond)
 	c.WriteLinger = durationVar("LEADERBOARD_WRITE_LINGER", 4*time.Millisecond, 0, 100*time.Millisecond)
 	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)
