@@ -29,6 +29,7 @@ type config struct {
 	PollInterval time.Duration `json:"-"`
 	Window       time.Duration `json:"-"`
 	PollChunk    int           `json:"poll_chunk"`
+	VisSample    float64       `json:"visibility_sample"`
 	Postgres     string        `json:"postgres"`
 	Redis        string        `json:"redis"`
 	Prefix       string        `json:"redis_prefix"`
@@ -88,6 +89,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "write phases: accepted and applied commands are reported per window of this length (the rate of an open-loop phase holds when every window applied >= 90 % of what it accepted)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Millisecond, "visibility poller period")
 	fs.IntVar(&c.PollChunk, "poll-chunk", 500, "visibility poller: users per chunk (8 chunks are read per poll, in three pipelined round trips)")
+	fs.Float64Var(&c.VisSample, "visibility-sample", 0.1, "share of accepted commands whose accept -> visible time is measured (drawn at random; 1: every one). The poller's reads load Redis and loadgen in proportion, and they count in the CPU per event; the exactly-once check covers every command whatever the sample")
 	fs.StringVar(&c.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/leaderboard_bench?sslmode=disable", "PostgreSQL URL of the service's database")
 	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL of the service")
 	fs.StringVar(&c.Prefix, "prefix", getenv("LEADERBOARD_REDIS_PREFIX"), "the service's LEADERBOARD_REDIS_PREFIX (default $LEADERBOARD_REDIS_PREFIX)")
@@ -150,6 +152,9 @@ func (c config) validate() error {
 	}
 	if c.MixedRate < 0 || c.IdleDuration < 0 || c.ServicePID < 0 {
 		errs = append(errs, errors.New("-mixed-rate, -idle-duration and -service-pid must not be negative"))
+	}
+	if !(c.VisSample > 0 && c.VisSample <= 1) {
+		errs = append(errs, errors.New("-visibility-sample: want more than 0 and at most 1"))
 	}
 	if c.Window < time.Second {
 		errs = append(errs, errors.New("-window: want at least 1s"))

@@ -484,7 +484,8 @@ func (b *bench) printCPUTable(tw *tabwriter.Writer, blank func()) {
 func (b *bench) printNotes() {
 	fmt.Fprintln(b.out, "latencies: accept = until the 202, from the scheduled send time (open loop) or the send (closed loop);")
 	ps := b.vis.stats()
-	fmt.Fprintf(b.out, "           visible = from the 202 until a poll of the Redis hash shows the value (poll every %s;\n", b.cfg.PollInterval)
+	fmt.Fprintf(b.out, "           visible = from the 202 until a poll of the Redis hash shows the value, for a random %.0f %% of the\n", b.cfg.VisSample*100)
+	fmt.Fprintf(b.out, "           accepted commands (-visibility-sample; n counts them; poll every %s;\n", b.cfg.PollInterval)
 	fmt.Fprintf(b.out, "           %d poll cycles, mean %.1f ms, max %.1f ms, %d failed); its percentiles cover only the\n", ps.Cycles, ps.MeanCycleMs, ps.MaxCycleMs, ps.Errors)
 	fmt.Fprintf(b.out, "           values seen within %s of the phase's end, the rest are counted as not visible;\n", b.cfg.VisTimeout)
 	fmt.Fprintln(b.out, "           best: the global hash value >= the score; incr: the points hash value >= the user's running sum;")

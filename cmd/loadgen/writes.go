@@ -215,7 +215,10 @@ func (b *bench) send(ctx context.Context, ph *writePhase, k kind, user int32, fr
 		ph.acceptLatency.add(now.Sub(from))
 		ks.acceptLatency.add(now.Sub(from))
 		ph.win.accept(now)
-		b.vis.add(k, user, b.users.accept(k, user, ev.score), now, ph)
+		reach := b.users.accept(k, user, ev.score) // every accepted value counts in the running sums
+		if b.cfg.VisSample >= 1 || rand.Float64() < b.cfg.VisSample {
+			b.vis.add(k, user, reach, now, ph)
+		}
 	case err == nil && k == kindBest && ans.status == http.StatusOK && strings.Contains(string(ans.body), `"unchanged"`):
 		ev.outcome = unchanged
 		ph.unchanged.Add(1)
