@@ -101,8 +101,9 @@ func NewProjection(pool *pgxpool.Pool) *Projection { return &Projection{pool: po
 // decide the new states of the entries the new ones name, writes them, and returns the
 // state of every entry the batch names. It is one transaction in three round trips to
 // PostgreSQL: BEGIN, the locks of the entries the batch names, the history's insert and
-// their current state; then the new states, the nick names and the state of every entry
-// named; then COMMIT. (Five round trips, as it was with a BEGIN of its own and the locks
+// their current state; then the new states (the upsert returns the rows it wrote, so the
+// entries named need no second read), the nick names and every entry of a synced user;
+// then COMMIT. (Five round trips, as it was with a BEGIN of its own and the locks
 // taken in a trip of their own after the history's insert, cost the service and
 // PostgreSQL a write and a read each.)
 func (p *Projection) Apply(ctx context.Context, events []ScoreEvent, fold FoldFunc) (AppliedBatch, error) {
