@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -359,13 +358,13 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
 	}
 	b.Queue(`
-		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata, hidden)
+		INSERT INTO board_entries AS e (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata, hidden)
 		SELECT k.*, EXISTS (SELECT 1 FROM user_bans x WHERE x.user_id = k.u)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
 			AS k(b, p, u, score, sort_key, version, reached_at, updated_at, metadata)
 		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, sort_key = excluded.sort_key,
 			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata
-		RETURNING `+entryColumnsOf("board_entries")+``,
+		RETURNING `+entryColumns,
 		boards, periods, users, scores, sortKeys, versions, reached, updated, metas).Query(func(rows pgx.Rows) error {
 		written := 0
 		for rows.Next() {
@@ -423,16 +422,7 @@ func queueLoadSynced(b *pgx.Batch, synced []string) *[]EntryState {
 }
 
 // entryColumns are the columns of board_entries e that scanEntry reads.
-var entryColumns = entryColumnsOf("e")
-
-// entryColumnsOf names the columns scanEntry reads, of the table or alias t.
-func entryColumnsOf(t string) string {
-	cols := []string{"board_id", "period", "user_id", "score", "sort_key", "version", "reached_at", "updated_at", "metadata", "hidden"}
-	for i, c := range cols {
-		cols[i] = t + "." + c
-	}
-	return strings.Join(cols, ", ")
-}
+const entryColumns = `e.board_id, e.period, e.user_id, e.score, e.sort_key, e.version, e.reached_at, e.updated_at, e.metadata, e.hidden`
 
 func scanEntry(row pgx.Row) (EntryState, error) {
 	var s EntryState
