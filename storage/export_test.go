@@ -1,6 +1,10 @@
 package storage
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // RelayReadSQL is the relay's read statement, for the test of its plan.
 var RelayReadSQL = relayReadSQL
@@ -10,3 +14,21 @@ var PruneSQL = pruneSQL
 
 // ClaimSession is the session a relay's claim holds its shard's lock on.
 func ClaimSession(c OutboxClaim) *pgxpool.Conn { return c.(*shardClaim).conn }
+
+// PaceTableMaintenance replaces autovacuum's pace (vacuum_cost_delay, vacuum_cost_limit)
+// in m's sessions.
+func PaceTableMaintenance(m *TableMaintenance, costDelay, costLimit string) {
+	m.costDelay, m.costLimit = costDelay, costLimit
+}
+
+// TableMaintenancePace opens one of m's sessions and says its vacuum_cost_delay and
+// vacuum_cost_limit.
+func TableMaintenancePace(ctx context.Context, m *TableMaintenance) (delay, limit string, err error) {
+	conn, release, err := m.session(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer release()
+	err = conn.QueryRow(ctx, `SELECT current_setting('vacuum_cost_delay'), current_setting('vacuum_cost_limit')`).Scan(&delay, &limit)
+	return delay, limit, err
+}

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,12 +12,20 @@ import (
 // TableMaintenance keeps planner statistics fresh and dead rows reclaimed on the tables
 // the pipeline churns, for PostgreSQL servers that run without autovacuum (common on
 // CI and development machines). With autovacuum on, it only analyzes once at start.
+//
+// Like autovacuum, it works at autovacuum's cost-based pace (autovacuum_vacuum_cost_delay
+// and _limit) and without parallel workers. At full speed, and with two parallel workers
+// on a table of several indexes, its VACUUM and ANALYZE took most of a core for a few
+// hundred milliseconds every 15 s: on a machine busy with writes, those were the moments
+// the accept path stalled.
 type TableMaintenance struct {
 	pool     *pgxpool.Pool
 	tables   []string
 	interval time.Duration
 	growth   time.Duration
 	logger   *slog.Logger
+	// costDelay and costLimit, when set (tests), replace autovacuum's pace.
+	costDelay, costLimit string
 }
 
 // NewTableMaintenance covers the board tables and the outbox tables of every shard: a
@@ -46,7 +53,7 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 		return unavailable("show autovacuum", err)
 	}
 	if autovacuum == "on" {
-		return m.pass(ctx, "ANALYZE")
+		return m.pass(ctx, analyze)
 	}
 	m.logger.Warn("PostgreSQL runs without autovacuum: the service vacuums and analyzes its own tables", "every", m.interval)
 	t := time.NewTicker(m.interval)
@@ -57,7 +64,7 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 		defer g.Stop()
 		grown = g.C
 	}
-	if err := m.pass(ctx, "VACUUM (ANALYZE)"); err != nil && ctx.Err() == nil {
+	if err := m.pass(ctx, vacuumAnalyze); err != nil && ctx.Err() == nil {
 		m.logger.Warn("table maintenance failed", "err", err)
 	}
 	for {
@@ -113,37 +120,83 @@ func (m *TableMaintenance) maintain(ctx context.Context, grownOnly bool) error {
 	if err != nil {
 		return unavailable("find tables due for maintenance", err)
 	}
+	var commands []string
 	for _, d := range tables { // regclass's text is a quoted name
 		if grownOnly {
 			d.vacuum, d.analyze = false, d.grown
 		}
-		command := ""
 		switch {
 		case d.vacuum && d.analyze:
-			command = "VACUUM (ANALYZE) "
+			commands = append(commands, vacuumAnalyze+d.table)
 		case d.vacuum:
-			command = "VACUUM "
+			commands = append(commands, vacuum+d.table)
 		case d.analyze:
-			command = "ANALYZE "
-		default:
-			continue
-		}
-		if _, err := m.pool.Exec(ctx, command+d.table); err != nil {
-			return unavailable(command+d.table, err)
+			commands = append(commands, analyze+d.table)
 		}
 	}
-	return nil
+	return m.run(ctx, commands)
 }
 
+// The commands, with no parallel workers for a VACUUM (autovacuum never uses them).
+const (
+	vacuumAnalyze = "VACUUM (PARALLEL 0, ANALYZE) "
+	vacuum        = "VACUUM (PARALLEL 0) "
+	analyze       = "ANALYZE "
+)
+
 func (m *TableMaintenance) pass(ctx context.Context, command string) error {
+	commands := make([]string, 0, len(m.tables))
 	for _, table := range m.tables {
 		name := table
 		if name[0] != '"' {
 			name = pgx.Identifier{table}.Sanitize()
 		}
-		if _, err := m.pool.Exec(ctx, command+" "+name); err != nil {
-			return unavailable(fmt.Sprintf("%s %s", command, table), err)
+		commands = append(commands, command+name)
+	}
+	return m.run(ctx, commands)
+}
+
+// run runs the commands in order on one session paced as autovacuum is.
+func (m *TableMaintenance) run(ctx context.Context, commands []string) error {
+	if len(commands) == 0 {
+		return nil
+	}
+	conn, release, err := m.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	for _, command := range commands {
+		if _, err := conn.Exec(ctx, command); err != nil {
+			return unavailable(command, err)
 		}
 	}
 	return nil
+}
+
+// session acquires a session with vacuum_cost_delay and vacuum_cost_limit set to
+// autovacuum's (VACUUM and ANALYZE both honour them). release hands it back to the pool
+// with the settings reset, or closed if the reset failed.
+func (m *TableMaintenance) session(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
+	conn, err = m.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, unavailable("acquire a session for table maintenance", err)
+	}
+	release = func() {
+		if _, err := conn.Exec(ctx, `RESET vacuum_cost_delay; RESET vacuum_cost_limit`); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // the pool drops a closed session
+		}
+		conn.Release()
+	}
+	if _, err := conn.Exec(ctx, `
+		SELECT set_config('vacuum_cost_delay', coalesce(nullif($1, ''),
+		         CASE current_setting('autovacuum_vacuum_cost_delay') WHEN '-1' THEN current_setting('vacuum_cost_delay')
+		         ELSE current_setting('autovacuum_vacuum_cost_delay') END), false),
+		       set_config('vacuum_cost_limit', coalesce(nullif($2, ''),
+		         CASE current_setting('autovacuum_vacuum_cost_limit') WHEN '-1' THEN current_setting('vacuum_cost_limit')
+		         ELSE current_setting('autovacuum_vacuum_cost_limit') END), false)`, m.costDelay, m.costLimit); err != nil {
+		release()
+		return nil, nil, unavailable("pace table maintenance as autovacuum", err)
+	}
+	return conn, release, nil
 }

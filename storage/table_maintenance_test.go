@@ -135,3 +135,84 @@ func skipWithAutovacuum(t *testing.T, pool *pgxpool.Pool) {
 		t.Skip("this PostgreSQL runs autovacuum, which vacuums and analyzes the tables itself")
 	}
 }
+
+// TestTableMaintenancePacedAsAutovacuum: the maintenance's sessions take autovacuum's
+// cost-based pace, and give the session back to the pool as they found it.
+func TestTableMaintenancePacedAsAutovacuum(t *testing.T) {
+	shared := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	cfg := shared.Config()
+	cfg.MaxConns = 1 // one session: the one the maintenance paced comes back
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	show := func(setting string) string {
+		t.Helper()
+		var v string
+		if err := pool.QueryRow(ctx, `SELECT current_setting($1)`, setting).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	wantDelay, wantLimit := show("autovacuum_vacuum_cost_delay"), show("autovacuum_vacuum_cost_limit")
+	if wantDelay == "-1" {
+		wantDelay = show("vacuum_cost_delay")
+	}
+	if wantLimit == "-1" {
+		wantLimit = show("vacuum_cost_limit")
+	}
+	before := show("vacuum_cost_delay") + " " + show("vacuum_cost_limit")
+	if before == wantDelay+" "+wantLimit {
+		t.Skipf("this PostgreSQL paces every VACUUM as autovacuum (%s)", before)
+	}
+	m := storage.NewTableMaintenance(pool, storage.NewOutboxSchema(), 1, time.Hour, 0, slog.New(slog.DiscardHandler))
+	delay, limit, err := storage.TableMaintenancePace(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delay != wantDelay || limit != wantLimit {
+		t.Fatalf("maintenance paced at vacuum_cost_delay %s, vacuum_cost_limit %s; want autovacuum's %s, %s", delay, limit, wantDelay, wantLimit)
+	}
+	if after := show("vacuum_cost_delay") + " " + show("vacuum_cost_limit"); after != before {
+		t.Fatalf("the pool's session came back paced at %s; it was %s", after, before)
+	}
+}
+
+// TestTableMaintenanceRunsAtItsPace: the maintenance's VACUUM runs on its paced session. At
+// a cost limit of 1 (a sleep of at least the cost delay after every page), the vacuum of a
+// table of 20 pages takes at least 20 delays; unpaced, a few milliseconds.
+func TestTableMaintenanceRunsAtItsPace(t *testing.T) {
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	skipWithAutovacuum(t, pool)
+	if _, err := pool.Exec(ctx, `INSERT INTO users (user_id) SELECT 'u-' || i FROM generate_series(1, 3000) i`); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := pool.QueryRow(ctx, `SELECT pg_relation_size('users') / current_setting('block_size')::int`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	m := storage.NewTableMaintenance(pool, storage.NewOutboxSchema(), 1, time.Hour, 0, slog.New(slog.DiscardHandler))
+	storage.PaceTableMaintenance(m, "20ms", "1")
+	start := time.Now()
+	if err := m.MaintainDue(ctx); err != nil { // users: 3000 inserted since its last vacuum, none
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	var vacuums int64
+	if err := pool.QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'users'::regclass`).Scan(&vacuums); err != nil {
+		t.Fatal(err)
+	}
+	if vacuums == 0 {
+		t.Fatal("users was not vacuumed")
+	}
+	if min := time.Duration(pages) * 20 * time.Millisecond; took < min {
+		t.Fatalf("vacuum of %d pages took %s at 20 ms a page or more; want at least %s", pages, took, min)
+	}
+	t.Logf("%d pages vacuumed and analyzed in %s", pages, took)
+}
