@@ -88,7 +88,7 @@ func (f *fanout) delivery(r *deliveryReport) {
 			r.PairsDelivered++
 			lag := time.Duration(ev.at - ev.ts)
 			lags = append(lags, lag)
-			per[j].samples = append(per[j].samples, lag)
+			per[j].add(lag)
 			if firstTS[j] == 0 || ev.ts < firstTS[j] {
 				firstTS[j] = ev.ts
 			}
@@ -119,8 +119,8 @@ func (f *fanout) delivery(r *deliveryReport) {
 	if n := f.connected.Load(); n > 0 {
 		r.OnLatestShare = math.Round(float64(r.OnLatest)/float64(n)*1e6) / 1e6
 	}
-	r.Lag = (&latencies{samples: lags}).summary()
-	r.EndToEnd = (&latencies{samples: e2e}).summary()
+	r.Lag = summarize(lags)
+	r.EndToEnd = summarize(e2e)
 	var toRender latencies
 	leaders := map[string]bool{}
 	for j, v := range published {

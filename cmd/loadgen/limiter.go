@@ -215,9 +215,7 @@ func (b *bench) limiterFigures(lp *limiterPhase) []limiterRunFigures {
 			accepted: ph.accepted.Load(), inWindow: ph.inWindow.Load(), unchanged: ph.unchanged.Load(),
 			errors: ph.errs.rows(), scripts: r.scripts, scriptsOK: r.scriptsOK,
 		}
-		ph.acceptLatency.mu.Lock()
-		f.latencies = slices.Clone(ph.acceptLatency.samples)
-		ph.acceptLatency.mu.Unlock()
+		f.latencies = ph.acceptLatency.all()
 		if len(ph.m0.cpu.procs) > 0 {
 			f.cpuWindow = cpuBetween(ph.m0.cpu, ph.m1.cpu, b.procs.hz).CPUS
 			if len(ph.m2.cpu.procs) > 0 {
@@ -364,13 +362,6 @@ func ratio(a, b float64) (float64, bool) {
 		return 0, false
 	}
 	return a / b, true
-}
-
-// summarize is the distribution of samples (in any order).
-func summarize(samples []time.Duration) summary {
-	var l latencies
-	l.samples = samples
-	return l.summary()
 }
 
 // mergeErrors adds up error counts by key, keeping the first sample of each, in the

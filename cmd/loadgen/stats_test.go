@@ -45,3 +45,31 @@ func TestUsersNextAlwaysImproves(t *testing.T) {
 		prev = s
 	}
 }
+
+// TestLatenciesAndLedgerKeepEverySample: samples and events added across many chunks all
+// come back, in the order added.
+func TestLatenciesAndLedgerKeepEverySample(t *testing.T) {
+	var l latencies
+	var g ledger
+	n := latencyChunk*2 + ledgerChunk + 7
+	for i := range n {
+		l.add(time.Duration(i))
+		g.add(event{user: int32(i), outcome: accepted, kind: kindBest})
+	}
+	got := l.all()
+	events := g.all()
+	if len(got) != n || len(events) != n {
+		t.Fatalf("%d samples and %d events back; want %d", len(got), len(events), n)
+	}
+	for i := range n {
+		if got[i] != time.Duration(i) || events[i].user != int32(i) {
+			t.Fatalf("sample %d = %v, event %d = user %d", i, got[i], i, events[i].user)
+		}
+	}
+	if want, maybe := g.pipelineRows(); want != int64(n) || maybe != 0 {
+		t.Fatalf("pipelineRows = %d, %d; want %d, 0", want, maybe, n)
+	}
+	if s := l.summary(); s.Count != n || s.Max != ms(time.Duration(n-1)) {
+		t.Fatalf("summary = %+v", s)
+	}
+}
