@@ -23,7 +23,11 @@ const latencyChunk = 1 << 16
 func (l *latencies) add(d time.Duration) {
 	l.mu.Lock()
 	if n := len(l.chunks); n == 0 || len(l.chunks[n-1]) == cap(l.chunks[n-1]) {
-		l.chunks = append(l.chunks, make([]time.Duration, 0, min(latencyChunk, 256<<n)))
+		size := latencyChunk
+		if n < 8 {
+			size = 256 << n
+		}
+		l.chunks = append(l.chunks, make([]time.Duration, 0, size))
 	}
 	last := &l.chunks[len(l.chunks)-1]
 	*last = append(*last, d)
