@@ -14,10 +14,10 @@ import (
 // CI and development machines). With autovacuum on, it only analyzes once at start.
 //
 // Like autovacuum, it works at autovacuum's cost-based pace (autovacuum_vacuum_cost_delay
-// and _limit) and without parallel workers. At full speed, and with two parallel workers
-// on a table of several indexes, its VACUUM and ANALYZE took most of a core for a few
-// hundred milliseconds every 15 s: on a machine busy with writes, those were the moments
-// the accept path stalled.
+// and _limit) and without parallel workers, so that it does not compete with live
+// traffic: at full speed, with two parallel workers on a table of several indexes, its
+// VACUUM and ANALYZE kept a runnable task waiting for the CPU nearly all the time for a
+// moment every 15 s on a machine busy with writes.
 type TableMaintenance struct {
 	pool     *pgxpool.Pool
 	tables   []string
