@@ -51,7 +51,7 @@ func TestUsersNextAlwaysImproves(t *testing.T) {
 func TestLatenciesAndLedgerKeepEverySample(t *testing.T) {
 	var l latencies
 	var g ledger
-	n := latencyChunk*70 + 7 // more chunks than a shift of 256 by their count can size
+	n := maxChunk*70 + 7 // more chunks than a shift of 256 by their count can size
 	for i := range n {
 		l.add(time.Duration(i))
 		g.add(event{user: int32(i), outcome: accepted, kind: kindBest})

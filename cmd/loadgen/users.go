@@ -164,58 +164,19 @@ type event struct {
 	outcome outcome
 }
 
-// ledger records every submission sent, for the exactly-once check. It keeps them in
-// chunks of ledgerChunk, so that adding one never copies the others. As one slice, each
-// time it grew past a few million events append copied over 100 MB under the lock: a stall
-// of 40–290 ms on an idle machine, 0.7–0.9 s while the bench loaded it, in which every
-// finished send waited with its in-flight slot held and the open loop dropped sends at its
-// bound (the stalls of the 15-minute runs).
-type ledger struct {
-	mu     sync.Mutex
-	chunks [][]event
-}
-
-const ledgerChunk = 1 << 16
-
-func (l *ledger) add(e event) {
-	l.mu.Lock()
-	if n := len(l.chunks); n == 0 || len(l.chunks[n-1]) == ledgerChunk {
-		l.chunks = append(l.chunks, make([]event, 0, ledgerChunk))
-	}
-	last := &l.chunks[len(l.chunks)-1]
-	*last = append(*last, e)
-	l.mu.Unlock()
-}
-
-// all is every event so far, in the order added, in one new slice.
-func (l *ledger) all() []event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.chunks {
-		n += len(c)
-	}
-	events := make([]event, 0, n)
-	for _, c := range l.chunks {
-		events = append(events, c...)
-	}
-	return events
-}
+// ledger records every submission sent, for the exactly-once check.
+type ledger struct{ chunked[event] }
 
 // pipelineRows is how many score_history rows the sends so far must leave (want: 202s) and
 // may leave on top (maybe: ambiguous sends).
 func (l *ledger) pipelineRows() (want, maybe int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.chunks {
-		for _, e := range c {
-			switch e.outcome {
-			case accepted:
-				want += e.kind.rows()
-			case ambiguous:
-				maybe += e.kind.rows()
-			}
+	l.each(func(e event) {
+		switch e.outcome {
+		case accepted:
+			want += e.kind.rows()
+		case ambiguous:
+			maybe += e.kind.rows()
 		}
-	}
+	})
 	return want, maybe
 }
