@@ -85,8 +85,10 @@ func (m *OutboxMaintenance) Prune(ctx context.Context, shard int, limit int) (in
 // The rows are deleted by their ctid, which the chosen rows carry (a row is never updated,
 // and none of them can be vacuumed away while this statement's snapshot sees it), so that
 // PostgreSQL finds them with a TID scan. Joined back on the primary key instead, PostgreSQL
-// hashed the chosen rows and scanned the whole table, dead rows included, for them: at
-// saturation 14 µs of PostgreSQL time per pruned row, and more as the table grew.
+// hashed the chosen rows and scanned the whole table, dead rows included, for them, so a
+// prune cost more the larger the table: 54 ms against 19 ms for 4,000 rows of a table of
+// 100,000. At saturation the table stays small, and most of a prune's time is the history
+// lookups (about 12 µs of PostgreSQL time per row either way).
 func pruneSQL(msgs, offs string) string {
 	return `
 		WITH pos AS (

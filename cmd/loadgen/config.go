@@ -32,6 +32,7 @@ type config struct {
 	VisSample    float64       `json:"visibility_sample"`
 	Postgres     string        `json:"postgres"`
 	Redis        string        `json:"redis"`
+	CPUProfile   string        `json:"-"`
 	Prefix       string        `json:"redis_prefix"`
 	Phases       []string      `json:"phases"`
 	Check        bool          `json:"check"`
@@ -91,6 +92,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.IntVar(&c.PollChunk, "poll-chunk", 500, "visibility poller: users per chunk (8 chunks are read per poll, in three pipelined round trips)")
 	fs.Float64Var(&c.VisSample, "visibility-sample", 0.1, "share of accepted commands whose accept -> visible time is measured (drawn at random; 1: every one). The poller's reads load Redis and loadgen in proportion, and they count in the CPU per event; the exactly-once check covers every command whatever the sample")
 	fs.StringVar(&c.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/leaderboard_bench?sslmode=disable", "PostgreSQL URL of the service's database")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile (go tool pprof) to this file")
 	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL of the service")
 	fs.StringVar(&c.Prefix, "prefix", getenv("LEADERBOARD_REDIS_PREFIX"), "the service's LEADERBOARD_REDIS_PREFIX (default $LEADERBOARD_REDIS_PREFIX)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "comma-separated phases to run (they run in this order whatever the order given): "+strings.Join(allPhases, ", "))
