@@ -58,7 +58,14 @@ type ApplyScore struct {
 	// them, not the goroutine Watermill starts for each message: decoding JSON grows a
 	// fresh goroutine's stack every time, a worker's only once (at saturation, 5-10 % less
 	// service CPU per event).
-	batcher *storage.Batcher[[]byte, bool]
+	batcher *storage.Batcher[forwarded, bool]
+}
+
+// forwarded is a message's payload and the outbox row the relay forwarded it from (zero
+// when its metadata names none).
+type forwarded struct {
+	payload []byte
+	row     storage.OutboxRow
 }
 
 // ApplyScoreConfig configures ApplyScore.
@@ -106,7 +113,8 @@ func (a *ApplyScore) Close() { a.batcher.Close() }
 
 // Handle is the watermill handler function.
 func (a *ApplyScore) Handle(msg *message.Message) error {
-	_, err := a.batcher.Do(msg.Context(), msg.Payload)
+	row, _ := storage.ParseOutboxRow(msg.Metadata.Get(messages.MetaOutboxRow))
+	_, err := a.batcher.Do(msg.Context(), forwarded{payload: msg.Payload, row: row})
 	return err
 }
 
@@ -159,15 +167,18 @@ func (a *ApplyScore) decode(payload []byte) ([]storage.ScoreEvent, error) {
 
 // settle decodes a batch of messages' payloads and applies the commands that decode; a
 // payload that does not fails alone, permanently, before any store is touched.
-func (a *ApplyScore) settle(payloads [][]byte) []storage.Result[bool] {
-	results := make([]storage.Result[bool], len(payloads))
-	cmds := make([][]storage.ScoreEvent, 0, len(payloads))
-	of := make([]int, 0, len(payloads)) // cmds[j] is payloads[of[j]]
-	for i, p := range payloads {
-		events, err := a.decode(p)
+func (a *ApplyScore) settle(msgs []forwarded) []storage.Result[bool] {
+	results := make([]storage.Result[bool], len(msgs))
+	cmds := make([][]storage.ScoreEvent, 0, len(msgs))
+	of := make([]int, 0, len(msgs)) // cmds[j] is msgs[of[j]]
+	for i, m := range msgs {
+		events, err := a.decode(m.payload)
 		if err != nil {
 			results[i].Err = Permanent(err)
 			continue
+		}
+		for j := range events {
+			events[j].Outbox = m.row
 		}
 		cmds = append(cmds, events)
 		of = append(of, i)

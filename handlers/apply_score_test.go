@@ -65,6 +65,8 @@ type fakeProjection struct {
 	mu      sync.Mutex
 	applied []string
 	batches int
+	// rows has, per event applied, the outbox row it names.
+	rows map[string]storage.OutboxRow
 }
 
 func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent, _ storage.FoldFunc) (storage.AppliedBatch, error) {
@@ -83,6 +85,10 @@ func (f *fakeProjection) Apply(_ context.Context, events []storage.ScoreEvent, _
 	}
 	out := storage.AppliedBatch{Fresh: make([]bool, len(events)), NewEvents: len(events)}
 	for i, e := range events {
+		if f.rows == nil {
+			f.rows = map[string]storage.OutboxRow{}
+		}
+		f.rows[e.EventID] = e.Outbox
 		f.applied = append(f.applied, e.UserID)
 		out.Fresh[i] = true
 		out.Entries = append(out.Entries, storage.EntryState{Board: e.Board, Period: e.Period, UserID: e.UserID, Score: e.Value, Version: 1})
@@ -196,4 +202,33 @@ func (h *holdProjection) Apply(ctx context.Context, events []storage.ScoreEvent,
 		return storage.AppliedBatch{Fresh: make([]bool, len(events))}, nil
 	}
 	return h.inner.Apply(ctx, events, fold)
+}
+
+// TestApplyScorePassesTheRowName: the outbox row a message's metadata names goes with its
+// events to the projection (which deletes the row as it applies them); a message whose
+// metadata names none, or names one wrongly, goes without.
+func TestApplyScorePassesTheRowName(t *testing.T) {
+	proj := &fakeProjection{}
+	a := NewApplyScore(proj, nopMirror{}, nil, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	for _, c := range []struct{ id, row string }{{"named", "1:77:5"}, {"unnamed", ""}, {"misnamed", "1:77"}} {
+		body, _ := json.Marshal(messages.ScoreSubmitted{EventID: c.id, Board: "global", Period: "all_time", UserID: "u-" + c.id, Value: 10, OccurredAt: time.Now()})
+		msg := message.NewMessage(c.id, body)
+		if c.row != "" {
+			msg.Metadata.Set(messages.MetaOutboxRow, c.row)
+		}
+		if err := a.Handle(msg); err != nil {
+			t.Fatalf("%s: %v", c.id, err)
+		}
+	}
+	proj.mu.Lock()
+	defer proj.mu.Unlock()
+	if got, want := proj.rows["named"], (storage.OutboxRow{Shard: 1, TxID: "77", Offset: 5}); got != want {
+		t.Errorf("named: the events name row %+v, want %+v", got, want)
+	}
+	for _, id := range []string{"unnamed", "misnamed"} {
+		if got, ok := proj.rows[id]; !ok || got != (storage.OutboxRow{}) {
+			t.Errorf("%s: applied %v, names row %+v; want applied without a row", id, ok, got)
+		}
+	}
 }

@@ -15,6 +15,10 @@ const (
 	MetaPartitionKey = "partition_key"
 	// MetaCorrelationID follows a request from HTTP through the outbox and Kafka.
 	MetaCorrelationID = "correlation_id"
+	// MetaOutboxRow names the outbox row the relay forwarded a message from
+	// ("shard:transaction id:offset"); the projector deletes that row when it applies the
+	// message.
+	MetaOutboxRow = "outbox_row"
 )
 
 // ScoreSubmitted is the command the API publishes once a score is accepted: apply

@@ -13,6 +13,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/openleaderboard/leaderboard/messages"
 )
 
 // OutboxClaim is a relay's hold on one outbox shard (storage.OutboxMaintenance.Claim):
@@ -326,12 +328,16 @@ type envelope struct {
 
 // producerMessage turns an outbox message into the Kafka message Watermill would
 // produce: the message UUID and metadata as headers, the user id as key. A forwarder
-// envelope is unwrapped and goes to the topic it names.
+// envelope is unwrapped and goes to the topic it names, without the name of an outbox
+// row: the envelope's row is not the message's (its uuid is the envelope's), and the
+// metadata a requeued dead letter kept names the row it first came from. The prune
+// deletes the envelope's row once the message is applied.
 func (r *Relay) producerMessage(msg *message.Message) (*sarama.ProducerMessage, error) {
 	var env envelope
 	if json.Unmarshal(msg.Payload, &env) == nil && env.DestinationTopic != "" {
 		inner := message.NewMessage(env.UUID, env.Payload)
 		inner.Metadata = env.Metadata
+		delete(inner.Metadata, messages.MetaOutboxRow)
 		return marshaler.Marshal(env.DestinationTopic, inner)
 	}
 	return marshaler.Marshal(r.cfg.Topic, msg)

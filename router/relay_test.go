@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"sync"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
 	"github.com/openleaderboard/leaderboard/storage/storagetest"
 )
@@ -268,4 +271,48 @@ func newRelayEnv(t *testing.T, topicPrefix string) (context.Context, *pgxpool.Po
 		t.Fatal(err)
 	}
 	return ctx, pool, schema, broker, topics
+}
+
+// TestRelayForwardsTheRowName: a plain outbox message goes to Kafka with the name of its
+// outbox row (the projector deletes that row when it applies it); a requeued dead letter,
+// a forwarder envelope, goes without one, whatever the metadata it kept names: its own
+// row's uuid is the envelope's, and the row it first came from is gone.
+func TestRelayForwardsTheRowName(t *testing.T) {
+	r := &Relay{cfg: RelayConfig{Topic: "scores"}}
+	header := func(pm *sarama.ProducerMessage, key string) (string, bool) {
+		for _, h := range pm.Headers {
+			if string(h.Key) == key {
+				return string(h.Value), true
+			}
+		}
+		return "", false
+	}
+
+	plain := message.NewMessage("ev-1", []byte(`{"event_id":"ev-1"}`))
+	plain.Metadata.Set(messages.MetaOutboxRow, "0:700:12")
+	pm, err := r.producerMessage(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := header(pm, messages.MetaOutboxRow); !ok || got != "0:700:12" || pm.Topic != "scores" {
+		t.Errorf("plain message: topic %s, row %q (%v); want scores, 0:700:12", pm.Topic, got, ok)
+	}
+
+	env, err := json.Marshal(envelope{DestinationTopic: "requeued", UUID: "ev-2", Payload: []byte(`{"event_id":"ev-2"}`),
+		Metadata: map[string]string{messages.MetaOutboxRow: "1:500:3", messages.MetaPartitionKey: "u-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := message.NewMessage("envelope-uuid", env)
+	wrapped.Metadata.Set(messages.MetaOutboxRow, "1:900:4")
+	pm, err = r.producerMessage(wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := header(pm, messages.MetaOutboxRow); ok || pm.Topic != "requeued" {
+		t.Errorf("requeued dead letter: topic %s, row %q; want requeued and no row", pm.Topic, got)
+	}
+	if got, _ := header(pm, messages.MetaPartitionKey); got != "u-2" {
+		t.Errorf("requeued dead letter lost its metadata: partition key %q", got)
+	}
 }

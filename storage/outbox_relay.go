@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,7 +54,7 @@ func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, 
 		return nil, err
 	}
 	topic := m.schema.Topic(shard)
-	return &shardClaim{conn: conn, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}, nil
+	return &shardClaim{conn: conn, shard: shard, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}, nil
 }
 
 // Listen calls wake with the shard of every outbox notification until ctx ends or its
@@ -102,6 +103,7 @@ func relayReadSQL(msgs, offs string) string {
 // shardClaim reads and acknowledges one shard on the connection holding its lock.
 type shardClaim struct {
 	conn       *pgxpool.Conn
+	shard      int
 	msgs, offs string
 	// last is the position of the last row Read returned (offset and transaction id).
 	last struct {
@@ -144,6 +146,10 @@ func (c *shardClaim) Read(ctx context.Context, limit int) ([]*message.Message, b
 		if err := json.Unmarshal([]byte(meta), &msg.Metadata); err != nil {
 			return nil, false, fmt.Errorf("outbox row %d: metadata: %w", offset, err)
 		}
+		if msg.Metadata == nil {
+			msg.Metadata = message.Metadata{}
+		}
+		msg.Metadata.Set(MetaOutboxRow, OutboxRow{Shard: c.shard, TxID: txID, Offset: offset}.String())
 		out = append(out, msg)
 		lastOff, lastTxID = offset, txID
 	}
@@ -179,4 +185,41 @@ func (c *shardClaim) Ack(ctx context.Context) error {
 func (c *shardClaim) Close() {
 	_ = c.conn.Conn().Close(context.Background())
 	c.conn.Release()
+}
+
+// MetaOutboxRow is the metadata key (messages.MetaOutboxRow) under which Read names the
+// row a message comes from.
+const MetaOutboxRow = "outbox_row"
+
+// OutboxRow names one outbox row: its shard and primary key.
+type OutboxRow struct {
+	Shard  int
+	TxID   string // the row's transaction_id (xid8) in decimal
+	Offset int64
+}
+
+// String is the row as metadata carries it: "shard:transaction id:offset".
+func (r OutboxRow) String() string {
+	return strconv.Itoa(r.Shard) + ":" + r.TxID + ":" + strconv.FormatInt(r.Offset, 10)
+}
+
+// ParseOutboxRow reads a row named by String; ok is false for anything else.
+func ParseOutboxRow(s string) (r OutboxRow, ok bool) {
+	shard, rest, ok1 := strings.Cut(s, ":")
+	tx, offset, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return OutboxRow{}, false
+	}
+	var err error
+	if r.Shard, err = strconv.Atoi(shard); err != nil || r.Shard < 0 {
+		return OutboxRow{}, false
+	}
+	if _, err := strconv.ParseUint(tx, 10, 64); err != nil {
+		return OutboxRow{}, false
+	}
+	if r.Offset, err = strconv.ParseInt(offset, 10, 64); err != nil {
+		return OutboxRow{}, false
+	}
+	r.TxID = tx
+	return r, true
 }

@@ -164,6 +164,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	broker := "127.0.0.1:" + freePort(t)
 	// No pruning during the test: every outbox row must be there to be replayed.
 	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_OUTBOX_PRUNE_INTERVAL": "1h"})
+	env.keepOutboxRows()
 	for i, u := range []string{"r1", "r2", "r3"} {
 		body := fmt.Sprintf(`{"score": %d, "event_id": "ev-%s"}`, 100*(i+1), u)
 		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", mintToken(t, u), body); r.status != 200 {
@@ -199,18 +200,16 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 		return ""
 	})
 
-	// Replay the whole outbox: move every forwarder back to the start. Each of the three
-	// rows must come back to the projector as a redelivery.
+	// Replay the whole outbox. The projector deleted each row as it applied it (with no
+	// prune running): each of the three must come back to the projector as a redelivery.
 	const redelivered = `leaderboard_projector_events_total{board="global",result="redelivered"}`
 	redeliveredBefore := scrape(t, svc)[redelivered]
-	replayed := 0
-	for shard := 0; shard < 2; shard++ {
-		replayed += env.count(fmt.Sprintf(`SELECT count(*) FROM "watermill_score_commands_%d"`, shard))
-		if _, err := env.db().Exec(context.Background(), fmt.Sprintf(
-			`UPDATE "watermill_offsets_score_commands_%d" SET offset_acked = 0, last_processed_transaction_id = '0'`, shard)); err != nil {
-			t.Fatal(err)
+	for shard := range 2 {
+		if n := env.count(fmt.Sprintf(`SELECT count(*) FROM "watermill_score_commands_%d"`, shard)); n != 0 {
+			t.Fatalf("%d rows left in outbox shard %d after their commands were applied", n, shard)
 		}
 	}
+	replayed := env.replayOutbox()
 	if replayed != 3 {
 		t.Fatalf("%d outbox rows to replay, want the 3 commands", replayed)
 	}

@@ -122,6 +122,60 @@ func (e *testEnv) count(query string, args ...any) int {
 	return n
 }
 
+// keepOutboxRows copies every outbox row deleted from now on (by the projector as it
+// applies the row's command, or by the prune) into outbox_kept, so that replayOutbox can
+// put them back. Call it once a service has created the tables (the env's 2 shards).
+func (e *testEnv) keepOutboxRows() {
+	e.t.Helper()
+	qs := []string{
+		`CREATE TABLE outbox_kept (kept bigserial PRIMARY KEY, shard int NOT NULL, uuid text NOT NULL, payload json, metadata json)`,
+		`CREATE FUNCTION keep_outbox_row() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO outbox_kept (shard, uuid, payload, metadata) VALUES (TG_ARGV[0]::int, OLD.uuid, OLD.payload, OLD.metadata);
+			RETURN OLD;
+		END $$`,
+	}
+	for shard := range 2 {
+		qs = append(qs, fmt.Sprintf(`CREATE TRIGGER keep BEFORE DELETE ON "watermill_score_commands_%d" FOR EACH ROW EXECUTE FUNCTION keep_outbox_row('%d')`, shard, shard))
+	}
+	for _, q := range qs {
+		if _, err := e.db().Exec(context.Background(), q); err != nil {
+			e.t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// replayOutbox puts every outbox row kept since keepOutboxRows back into its shard, as a
+// new row with the same message, in the order they went, and wakes the relays; it returns
+// how many. The relay forwards them again: the outbox replayed from the start, as a relay
+// that lost its position would (applied rows are deleted as they are applied, so a replay
+// of them needs them back).
+func (e *testEnv) replayOutbox() int {
+	e.t.Helper()
+	var n int
+	err := e.db().QueryRow(context.Background(), `
+		WITH kept AS (DELETE FROM outbox_kept RETURNING *),
+		back AS (
+			INSERT INTO "watermill_score_commands_0" (uuid, payload, metadata, transaction_id)
+			SELECT uuid, payload, metadata, pg_current_xact_id() FROM kept WHERE shard = 0 ORDER BY kept
+			RETURNING 1
+		), back1 AS (
+			INSERT INTO "watermill_score_commands_1" (uuid, payload, metadata, transaction_id)
+			SELECT uuid, payload, metadata, pg_current_xact_id() FROM kept WHERE shard = 1 ORDER BY kept
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM back) + (SELECT count(*) FROM back1)`).Scan(&n)
+	if err != nil {
+		e.t.Fatalf("replay the outbox: %v", err)
+	}
+	for shard := range 2 {
+		if _, err := e.db().Exec(context.Background(), `SELECT pg_notify($1, $2)`, storage.OutboxChannel, strconv.Itoa(shard)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return n
+}
+
 // service is one running in-process instance of run().
 type service struct {
 	base   string

@@ -27,7 +27,7 @@ func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readi
 	}
 	changes := handlers.NewChangePublisher(pub, d.topics.Notifications, d.topics.UserUpdates, d.logger)
 	mirror := storage.Mirror{Boards: d.boards, Ranks: storage.NewRanks(d.pool)}
-	apply := handlers.NewApplyScore(storage.NewProjection(d.pool), mirror, changes, handlers.ApplyScoreConfig{
+	apply := handlers.NewApplyScore(storage.NewProjection(d.pool).WithOutbox(d.cfg.OutboxShards), mirror, changes, handlers.ApplyScoreConfig{
 		Config: d.cfg, Now: d.now, Workers: d.cfg.ProjectorWorkers, MaxBatch: d.cfg.ProjectorBatch,
 		Linger: d.cfg.ProjectorLinger,
 	}, handlers.NewProjectorMetrics(d.reg), d.logger)
