@@ -8,6 +8,8 @@
 #     BENCH_ARGS="-read-duration 3s -big-entries 100000" bash scripts/bench.sh   # a short run of everything
 #   bash scripts/bench.sh -concurrency 64 -phases rate   # extra arguments go to loadgen
 #   BENCH_ARGS="-users 5000" bash scripts/bench.sh
+#   LEADERBOARD_PPROF_ADDR=127.0.0.1:6061 BENCH_ARGS="-cpuprofile bench-results/loadgen.prof" bash scripts/bench.sh
+#                                                  # pprof on the service; the load generator's own CPU profile
 #   BENCH_ARGS="-phases mixed -mix best=1,incr=2,match=1 -mixed-rate 3000" bash scripts/bench.sh
 #   BENCH_FANOUT=0 BENCH_ARGS="-phases limiter -limiter-duration 10s" bash scripts/bench.sh   # only the limiter's cost
 #   BENCH_WRITES=0 bash scripts/bench.sh           # only the fan-out run (scripts/bench-fanout.sh)

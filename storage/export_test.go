@@ -12,6 +12,10 @@ var RelayReadSQL = relayReadSQL
 // PruneSQL is the prune's statement, for the test of its plan.
 var PruneSQL = pruneSQL
 
+// DeleteForwardedSQL is the projector's delete of the outbox rows it applied, for the test
+// of its plan.
+var DeleteForwardedSQL = deleteForwardedSQL
+
 // ClaimSession is the session a relay's claim holds its shard's lock on.
 func ClaimSession(c OutboxClaim) *pgxpool.Conn { return c.(*shardClaim).conn }
 

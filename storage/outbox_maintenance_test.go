@@ -291,10 +291,29 @@ func TestPruneScansOnlyTheOldestRowsInItsGenericPlan(t *testing.T) {
 	}
 }
 
+// TestDeleteForwardedFindsRowsByKeyInItsGenericPlan: the projector's delete of the rows it
+// applied looks each one up by the primary key and deletes it by a TID scan; it scans no
+// table whole, however many rows the table holds.
+func TestDeleteForwardedFindsRowsByKeyInItsGenericPlan(t *testing.T) {
+	text := genericPlanOf(t, func(msgs, _ string) string { return storage.DeleteForwardedSQL(msgs) },
+		"(text[], bigint[], text[])", "('{1}', '{1}', '{ev-1}')")
+	table := strings.Trim(outboxTable(0), `"`)
+	if !strings.Contains(text, "Index Scan using "+table+"_pkey") || !strings.Contains(text, "Tid Scan on "+table) || strings.Contains(text, "Seq Scan") {
+		t.Fatalf("the generic plan of the projector's delete does not find the rows by key:\n%s", text)
+	}
+}
+
 // genericPlan fills shard 0's outbox with 400 rows and 20,000 more, prepares statement (given the shard's
 // messages and offsets tables; $1 the relay's consumer group, $2 a limit) and returns
 // EXPLAIN of its generic plan run with limit.
 func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit string) string {
+	t.Helper()
+	return genericPlanOf(t, statement, "(text, int)", "('"+storage.RelayConsumerGroup+"', "+limit+")")
+}
+
+// genericPlanOf is genericPlan for a statement of the given parameter types, explained
+// with the given arguments.
+func genericPlanOf(t *testing.T, statement func(msgs, offs string) string, types, args string) string {
 	t.Helper()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
@@ -321,13 +340,13 @@ func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit s
 	defer conn.Conn().Close(ctx) //nolint:errcheck // its session settings and statement stay out of the pool
 	for _, q := range []string{
 		`SET plan_cache_mode = force_generic_plan`,
-		`PREPARE planned(text, int) AS ` + statement(schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic)),
+		`PREPARE planned` + types + ` AS ` + statement(schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic)),
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE planned('`+storage.RelayConsumerGroup+`', `+limit+`)`)
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE planned`+args)
 	if err != nil {
 		t.Fatal(err)
 	}

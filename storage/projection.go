@@ -460,12 +460,17 @@ func queueDeleteForwarded(b *pgx.Batch, events []ScoreEvent, shards int) {
 		if s == nil {
 			continue
 		}
-		msgs := schema.Messages.MessagesTable(schema.Topic(shard))
-		b.Queue(`
-			DELETE FROM `+msgs+` WHERE ctid = ANY (ARRAY(
-				SELECT (SELECT o.ctid FROM `+msgs+` o WHERE o.transaction_id = k.t::xid8 AND o."offset" = k.off AND o.uuid = k.id)
-				FROM unnest($1::text[], $2::bigint[], $3::text[]) AS k(t, off, id)))`, s.txs, s.offsets, s.ids)
+		b.Queue(deleteForwardedSQL(schema.Messages.MessagesTable(schema.Topic(shard))), s.txs, s.offsets, s.ids)
 	}
+}
+
+// deleteForwardedSQL deletes from messages table msgs the rows named by their transaction
+// ids ($1, as text), offsets ($2) and uuids ($3).
+func deleteForwardedSQL(msgs string) string {
+	return `
+		DELETE FROM ` + msgs + ` WHERE ctid = ANY (ARRAY(
+			SELECT (SELECT o.ctid FROM ` + msgs + ` o WHERE o.transaction_id = k.t::xid8 AND o."offset" = k.off AND o.uuid = k.id)
+			FROM unnest($1::text[], $2::bigint[], $3::text[]) AS k(t, off, id)))`
 }
 
 // queueLoadSynced queues the read of every entry of the synced users; the slice is filled
