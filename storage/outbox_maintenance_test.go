@@ -303,9 +303,9 @@ func TestDeleteForwardedFindsRowsByKeyInItsGenericPlan(t *testing.T) {
 	}
 }
 
-// genericPlan fills shard 0's outbox with 400 rows and 20,000 more, prepares statement (given the shard's
-// messages and offsets tables; $1 the relay's consumer group, $2 a limit) and returns
-// EXPLAIN of its generic plan run with limit.
+// genericPlan fills shard 0's outbox with 400 commands and 20,000 filler rows, prepares
+// statement (given the shard's messages and offsets tables; $1 the relay's consumer group,
+// $2 a limit) and returns EXPLAIN of its generic plan run with limit.
 func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit string) string {
 	t.Helper()
 	return genericPlanOf(t, statement, "(text, int)", "('"+storage.RelayConsumerGroup+"', "+limit+")")

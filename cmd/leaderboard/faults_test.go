@@ -162,7 +162,8 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	broker := "127.0.0.1:" + freePort(t)
-	// No pruning during the test: every outbox row must be there to be replayed.
+	// No pruning during the test: an outbox row goes only with its command's application
+	// (the projector deletes it); every row that goes is kept, to be replayed.
 	svc := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_OUTBOX_PRUNE_INTERVAL": "1h"})
 	env.keepOutboxRows()
 	for i, u := range []string{"r1", "r2", "r3"} {
