@@ -30,6 +30,8 @@ type Moderation struct {
 	Bans     *BanList
 	BanStore interface {
 		Get(ctx context.Context, userID string) (storage.Ban, error)
+		// Entries lists every entry of a user in PostgreSQL (storage.Bans).
+		Entries(ctx context.Context, userID string) ([]storage.UserEntry, error)
 	}
 	Anomalies AnomalyStore
 	Audit     interface {
@@ -75,6 +77,57 @@ func (s *server) waitApplied(ctx context.Context, userID, eventID string) bool {
 		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
+}
+
+// waitMirrored waits (up to WaitTimeout) until Redis shows each of a user's entries as
+// PostgreSQL holds it once their sync is applied: a hidden entry gone, a visible one there
+// with its score. PostgreSQL commits a sync before the projector mirrors it, so a sync
+// being applied does not yet mean that reads show it. Entries of boards no longer
+// configured, and of periods Redis does not keep (read from PostgreSQL), are not waited for.
+func (s *server) waitMirrored(ctx context.Context, userID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		if s.mirrored(ctx, userID) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+func (s *server) mirrored(ctx context.Context, userID string) bool {
+	entries, err := s.Moderation.BanStore.Entries(ctx, userID)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		b, ok := s.Config.Board(e.Board)
+		if !ok {
+			continue
+		}
+		cur, err := s.Reads.fast(ctx, b, e.Period, userID)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			if !e.Hidden {
+				return false
+			}
+		case err != nil:
+			if !errors.Is(err, storage.ErrUnavailable) {
+				return false
+			}
+			// Not in Redis (a period it does not keep, or Redis down): reads come from
+			// PostgreSQL, which shows the sync already.
+		case e.Hidden || cur.Score != e.Score:
+			return false
+		}
+	}
+	return true
 }
 
 // moderationFailed answers an error of a moderation command.
@@ -131,8 +184,8 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 		s.Moderation.Bans.set(userID, banned)
 		s.Logger.Info("moderation", "action", action, "user_id", userID, "by", audit.Actor, "reason", req.Reason)
 		status := http.StatusAccepted
-		if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), userID, cmd.EventID) {
-			status = http.StatusOK // every read and stream shows it
+		if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), userID, cmd.EventID) && s.waitMirrored(r.Context(), userID) {
+			status = http.StatusOK // every read shows it
 		}
 		encode(w, status, map[string]any{"user_id": userID, "banned": banned, "event_id": cmd.EventID})
 	}

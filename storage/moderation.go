@@ -116,3 +116,24 @@ func (b *Bans) Get(ctx context.Context, userID string) (Ban, error) {
 	}
 	return x, unavailable("read ban", err)
 }
+
+// UserEntry is one of a user's entries: its board, period, score and whether a ban hides it.
+type UserEntry struct {
+	Board, Period string
+	Score         int64
+	Hidden        bool
+}
+
+// Entries returns every entry of a user, hidden or not.
+func (b *Bans) Entries(ctx context.Context, userID string) ([]UserEntry, error) {
+	rows, err := b.pool.Query(ctx, `SELECT board_id, period, score, hidden FROM board_entries WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, unavailable("user entries", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UserEntry, error) {
+		var e UserEntry
+		err := row.Scan(&e.Board, &e.Period, &e.Score, &e.Hidden)
+		return e, err
+	})
+	return out, unavailable("user entries", err)
+}

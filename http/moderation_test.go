@@ -1,0 +1,75 @@
+package http
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// userEntries is PostgreSQL's view of one user's entries.
+type userEntries []storage.UserEntry
+
+func (userEntries) Get(context.Context, string) (storage.Ban, error) { return storage.Ban{}, nil }
+func (e userEntries) Entries(context.Context, string) ([]storage.UserEntry, error) {
+	return e, nil
+}
+
+// syncingMirror is Redis behind PostgreSQL after a ban or an unban: for the first
+// staleReads reads it shows the user's entry as it was before (shown while banned, or
+// missing while unbanned), then as it is.
+type syncingMirror struct {
+	fakeBoards
+	reads      atomic.Int32
+	staleReads int32
+	shown      bool // whether the entry shows once Redis caught up
+}
+
+func (m *syncingMirror) User(context.Context, string, string, string) (storage.Entry, error) {
+	shown := m.shown
+	if m.reads.Add(1) <= m.staleReads {
+		shown = !shown
+	}
+	if !shown {
+		return storage.Entry{}, storage.ErrNotFound
+	}
+	return storage.Entry{UserID: "u", Score: 30, Rank: 1}, nil
+}
+
+// TestModerationWaitsForRedis: a ban or an unban answered with wait=true waits until
+// Redis shows the user's entries as PostgreSQL holds them (hidden ones gone, visible ones
+// there with their score), not only until the projector committed the sync to PostgreSQL;
+// when Redis never catches up, it gives up (202).
+func TestModerationWaitsForRedis(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
+	periods := NewPeriods(cfg, nil, nil)
+	for _, c := range []struct {
+		name   string
+		hidden bool
+	}{{"ban", true}, {"unban", false}} {
+		mirror := &syncingMirror{staleReads: 3, shown: !c.hidden}
+		s := &server{Deps: Deps{Config: cfg, Reads: NewReads(cfg, periods, mirror, nil, nil), WaitTimeout: 5 * time.Second,
+			Moderation: Moderation{BanStore: userEntries{{Board: "global", Period: "all_time", Score: 30, Hidden: c.hidden}}}}}
+		if !s.waitMirrored(context.Background(), "u") || mirror.reads.Load() <= mirror.staleReads {
+			t.Errorf("%s: waitMirrored answered after %d reads, want after Redis caught up (%d stale reads)", c.name, mirror.reads.Load(), mirror.staleReads)
+		}
+
+		never := &syncingMirror{staleReads: 1 << 30, shown: !c.hidden}
+		s.Reads = NewReads(cfg, periods, never, nil, nil)
+		s.WaitTimeout = 200 * time.Millisecond
+		if s.waitMirrored(context.Background(), "u") {
+			t.Errorf("%s: waitMirrored answered although Redis never caught up", c.name)
+		}
+	}
+
+	// A visible entry whose score Redis does not show yet is not mirrored either.
+	stale := &syncingMirror{shown: true}
+	s := &server{Deps: Deps{Config: cfg, Reads: NewReads(cfg, periods, stale, nil, nil), WaitTimeout: 200 * time.Millisecond,
+		Moderation: Moderation{BanStore: userEntries{{Board: "global", Period: "all_time", Score: 31}}}}}
+	if s.waitMirrored(context.Background(), "u") {
+		t.Error("waitMirrored answered although Redis shows another score")
+	}
+}
