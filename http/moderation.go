@@ -61,46 +61,46 @@ func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted) (storage.Co
 	return storage.Command{EventID: cmd.EventID, UserID: cmd.UserID, Board: cmd.Board, BodyHash: h[:], Msg: msg}, nil
 }
 
+// poll calls ok until it says true, at growing intervals, for up to WaitTimeout in all;
+// it reports whether ok said true in time.
+func (s *server) poll(ctx context.Context, ok func(ctx context.Context) bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		if ok(ctx) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
 // waitApplied waits (up to WaitTimeout) until the projector applied a user's event.
 func (s *server) waitApplied(ctx context.Context, userID, eventID string) bool {
-	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
-	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		if ok, err := s.Requests.IsApplied(ctx, userID, eventID); err == nil && ok {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 100*time.Millisecond)
-	}
+	return s.poll(ctx, func(ctx context.Context) bool { return s.applied(ctx, userID, eventID) })
 }
 
-// waitMirrored waits (up to WaitTimeout) until Redis shows each of a user's entries as
-// PostgreSQL holds it once their sync is applied: a hidden entry gone, a visible one there
-// with its score. PostgreSQL commits a sync before the projector mirrors it, so a sync
-// being applied does not yet mean that reads show it. Entries of boards no longer
-// configured, and of periods Redis does not keep (read from PostgreSQL), are not waited for.
-func (s *server) waitMirrored(ctx context.Context, userID string) bool {
-	ctx, cancel := context.WithTimeout(ctx, s.WaitTimeout)
-	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		if s.mirrored(ctx, userID) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 100*time.Millisecond)
-	}
+func (s *server) applied(ctx context.Context, userID, eventID string) bool {
+	ok, err := s.Requests.IsApplied(ctx, userID, eventID)
+	return err == nil && ok
 }
 
+// synced tells whether a ban's or an unban's sync (event eventID) is applied and every
+// read shows it.
+func (s *server) synced(userID, eventID string) func(ctx context.Context) bool {
+	return func(ctx context.Context) bool { return s.applied(ctx, userID, eventID) && s.mirrored(ctx, userID) }
+}
+
+// mirrored tells whether Redis shows each of a user's entries as PostgreSQL holds it: a
+// hidden entry gone, a visible one there with its score. PostgreSQL commits a ban's or an
+// unban's sync before the projector mirrors it, so the sync being applied does not yet
+// mean that reads show it. Entries of boards no longer configured, and of periods Redis
+// does not keep (read from PostgreSQL), are not looked at.
 func (s *server) mirrored(ctx context.Context, userID string) bool {
 	entries, err := s.Moderation.BanStore.Entries(ctx, userID)
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 		s.Moderation.Bans.set(userID, banned)
 		s.Logger.Info("moderation", "action", action, "user_id", userID, "by", audit.Actor, "reason", req.Reason)
 		status := http.StatusAccepted
-		if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), userID, cmd.EventID) && s.waitMirrored(r.Context(), userID) {
+		if r.URL.Query().Get("wait") == "true" && s.poll(r.Context(), s.synced(userID, cmd.EventID)) {
 			status = http.StatusOK // every read shows it
 		}
 		encode(w, status, map[string]any{"user_id": userID, "banned": banned, "event_id": cmd.EventID})

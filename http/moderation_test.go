@@ -41,8 +41,8 @@ func (m *syncingMirror) User(context.Context, string, string, string) (storage.E
 
 // TestModerationWaitsForRedis: a ban or an unban answered with wait=true waits until
 // Redis shows the user's entries as PostgreSQL holds them (hidden ones gone, visible ones
-// there with their score), not only until the projector committed the sync to PostgreSQL;
-// when Redis never catches up, it gives up (202).
+// there with their score), not only until the projector committed the sync to PostgreSQL
+// (appliedLog: it has); when Redis never catches up, it gives up (202).
 func TestModerationWaitsForRedis(t *testing.T) {
 	cfg, _ := configs.Load(func(string) string { return "" })
 	periods := NewPeriods(cfg, nil, nil)
@@ -51,25 +51,25 @@ func TestModerationWaitsForRedis(t *testing.T) {
 		hidden bool
 	}{{"ban", true}, {"unban", false}} {
 		mirror := &syncingMirror{staleReads: 3, shown: !c.hidden}
-		s := &server{Deps: Deps{Config: cfg, Reads: NewReads(cfg, periods, mirror, nil, nil), WaitTimeout: 5 * time.Second,
+		s := &server{Deps: Deps{Config: cfg, Requests: appliedLog{}, Reads: NewReads(cfg, periods, mirror, nil, nil), WaitTimeout: 5 * time.Second,
 			Moderation: Moderation{BanStore: userEntries{{Board: "global", Period: "all_time", Score: 30, Hidden: c.hidden}}}}}
-		if !s.waitMirrored(context.Background(), "u") || mirror.reads.Load() <= mirror.staleReads {
-			t.Errorf("%s: waitMirrored answered after %d reads, want after Redis caught up (%d stale reads)", c.name, mirror.reads.Load(), mirror.staleReads)
+		if !s.poll(context.Background(), s.synced("u", "ev")) || mirror.reads.Load() <= mirror.staleReads {
+			t.Errorf("%s: the wait answered after %d reads, want after Redis caught up (%d stale reads)", c.name, mirror.reads.Load(), mirror.staleReads)
 		}
 
 		never := &syncingMirror{staleReads: 1 << 30, shown: !c.hidden}
 		s.Reads = NewReads(cfg, periods, never, nil, nil)
 		s.WaitTimeout = 200 * time.Millisecond
-		if s.waitMirrored(context.Background(), "u") {
-			t.Errorf("%s: waitMirrored answered although Redis never caught up", c.name)
+		if s.poll(context.Background(), s.synced("u", "ev")) {
+			t.Errorf("%s: the wait answered although Redis never caught up", c.name)
 		}
 	}
 
 	// A visible entry whose score Redis does not show yet is not mirrored either.
 	stale := &syncingMirror{shown: true}
-	s := &server{Deps: Deps{Config: cfg, Reads: NewReads(cfg, periods, stale, nil, nil), WaitTimeout: 200 * time.Millisecond,
+	s := &server{Deps: Deps{Config: cfg, Requests: appliedLog{}, Reads: NewReads(cfg, periods, stale, nil, nil), WaitTimeout: 200 * time.Millisecond,
 		Moderation: Moderation{BanStore: userEntries{{Board: "global", Period: "all_time", Score: 31}}}}}
-	if s.waitMirrored(context.Background(), "u") {
-		t.Error("waitMirrored answered although Redis shows another score")
+	if s.poll(context.Background(), s.synced("u", "ev")) {
+		t.Error("the wait answered although Redis shows another score")
 	}
 }
