@@ -53,8 +53,10 @@ type Config struct {
 	KafkaAddr string
 	// TopicPrefix namespaces the Kafka topics.
 	TopicPrefix string
-	// ScorePartitions is the partition count of the score events topic (projector concurrency).
+	// ScorePartitions is the partition count of the score events topic; ProjectorWindow is
+	// how many messages of one partition the projector keeps in flight (one user's at a time).
 	ScorePartitions int
+	ProjectorWindow int
 	// OutboxShards is the number of outbox tables, each relayed by its own forwarder.
 	OutboxShards int
 	JWTSecret    string
@@ -222,7 +224,8 @@ func Load(getenv func(string) string) (Config, error) {
 		KafkaDataDir:         get("LEADERBOARD_KAFKA_DATA_DIR", ".data/kafka"),
 		KafkaAddr:            get("LEADERBOARD_KAFKA_EMBEDDED_ADDR", "127.0.0.1:0"),
 		TopicPrefix:          get("LEADERBOARD_TOPIC_PREFIX", "leaderboard"),
-		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 192, 1, 1024),
+		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 32, 1, 1024),
+		ProjectorWindow:      intVar("LEADERBOARD_PROJECTOR_WINDOW", 16, 1, 1024),
 		OutboxShards:         intVar("LEADERBOARD_OUTBOX_SHARDS", 4, 1, 64),
 		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 10, 1000),
 		JWTSecret:            get("LEADERBOARD_JWT_SECRET", DevJWTSecret),
@@ -411,6 +414,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("kafka_brokers", kafka),
 		slog.String("topic_prefix", c.TopicPrefix),
 		slog.Int("score_partitions", c.ScorePartitions),
+		slog.Int("projector_window", c.ProjectorWindow),
 		slog.Int("outbox_shards", c.OutboxShards),
 		slog.String("jwt_secret", "***"),
 		slog.Bool("signing_secret", c.SigningSecret != ""),

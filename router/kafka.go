@@ -120,9 +120,10 @@ func NewKafkaPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka
 	return pub, nil
 }
 
-// NewKafkaSubscriber returns a consumer-group subscriber starting from the oldest offset
-// when the group has none, committing marked offsets automatically, fetching in batches.
-func NewKafkaSubscriber(brokers []string, group string, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+// NewKafkaSubscriber returns a consumer-group subscriber keeping up to window messages
+// of each partition in flight (see WindowSubscriber), starting from the oldest offset when
+// the group has none, committing marked offsets automatically, fetching in batches.
+func NewKafkaSubscriber(brokers []string, group string, window int, logger watermill.LoggerAdapter) (*WindowSubscriber, error) {
 	cfg := kafka.DefaultSaramaSubscriberConfig()
 	cfg.Version = KafkaVersion
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -136,8 +137,8 @@ func NewKafkaSubscriber(brokers []string, group string, logger watermill.LoggerA
 	cfg.Consumer.Fetch.Min = 16 << 10
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
-		Brokers: brokers, Unmarshaler: marshaler, OverwriteSaramaConfig: cfg, ConsumerGroup: group,
+	sub, err := NewWindowSubscriber(WindowSubscriberConfig{
+		Brokers: brokers, ConsumerGroup: group, Sarama: cfg, Unmarshaler: marshaler, Window: window,
 		NackResendSleep: 100 * time.Millisecond, ReconnectRetrySleep: time.Second,
 	}, logger)
 	if err != nil {

@@ -73,7 +73,7 @@ func TestProjectorMiddleware(t *testing.T) {
 	}
 	dead := &capture{}
 	stuck := NewStuckPartitions(time.Now)
-	sub, err := NewKafkaSubscriber(broker.Addrs(), "mw-test-group", NewLogger(logger))
+	sub, err := NewKafkaSubscriber(broker.Addrs(), "mw-test-group", 4, NewLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestProjectorThrottle(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}
-	sub, err := NewKafkaSubscriber(broker.Addrs(), "throttle-group", NewLogger(logger))
+	sub, err := NewKafkaSubscriber(broker.Addrs(), "throttle-group", 4, NewLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,33 +5,27 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// StuckPartitions tracks, per Kafka partition, the message the projector keeps failing on
-// with transient errors (a Nack redelivers the same offset, so the partition waits behind
-// it). A message that is applied or dead-lettered clears its partition.
+// StuckPartitions tracks, per Kafka partition, the messages the projector keeps failing on
+// with transient errors (a Nack redelivers the same offset, and the partition's offset
+// cannot move past it). A message that is applied or dead-lettered is cleared.
 type StuckPartitions struct {
 	now      func() time.Time
 	position func(*message.Message) (partition int32, offset int64, ok bool)
 	desc     *prometheus.Desc
 
 	mu    sync.Mutex
-	stuck map[int32]stuckMessage // partitions with a failing message
-	seen  map[int32]bool         // partitions that were ever stuck (their series stays, at 0)
-}
-
-type stuckMessage struct {
-	offset int64
-	since  time.Time // when the first failing attempt on it started
+	stuck map[int32]map[int64]time.Time // per partition, failing offsets and when their first failing attempt started
+	seen  map[int32]bool                // partitions that were ever stuck (their series stays, at 0)
 }
 
 // NewStuckPartitions returns a tracker reading time from now (time.Now in production).
 func NewStuckPartitions(now func() time.Time) *StuckPartitions {
 	return &StuckPartitions{
-		now: now, position: kafkaPosition, stuck: map[int32]stuckMessage{}, seen: map[int32]bool{},
+		now: now, position: kafkaPosition, stuck: map[int32]map[int64]time.Time{}, seen: map[int32]bool{},
 		desc: prometheus.NewDesc("leaderboard_projector_stuck_seconds",
 			"Age of the oldest message a partition keeps failing on with transient errors (0: not stuck).",
 			[]string{"partition"}, nil),
@@ -51,23 +45,29 @@ func (s *StuckPartitions) Middleware(h message.HandlerFunc) message.HandlerFunc 
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		failing := s.stuck[partition]
 		if err == nil {
-			delete(s.stuck, partition)
+			delete(failing, offset)
+			if len(failing) == 0 {
+				delete(s.stuck, partition)
+			}
 			return out, err
 		}
-		if cur, ok := s.stuck[partition]; !ok || cur.offset != offset {
-			s.stuck[partition] = stuckMessage{offset: offset, since: start}
+		if failing == nil {
+			failing = map[int64]time.Time{}
+			s.stuck[partition] = failing
 			s.seen[partition] = true
+		}
+		if _, ok := failing[offset]; !ok {
+			failing[offset] = start
 		}
 		return out, err
 	}
 }
 
-// kafkaPosition reads where a message sits, as watermill-kafka records it.
+// kafkaPosition reads where a message sits, as the WindowSubscriber records it.
 func kafkaPosition(msg *message.Message) (int32, int64, bool) {
-	partition, ok := kafka.MessagePartitionFromCtx(msg.Context())
-	offset, _ := kafka.MessagePartitionOffsetFromCtx(msg.Context())
-	return partition, offset, ok
+	return MessagePosition(msg.Context())
 }
 
 // Longest returns how long the most stuck partition has waited (0 when none is stuck).
@@ -76,8 +76,10 @@ func (s *StuckPartitions) Longest() time.Duration {
 	defer s.mu.Unlock()
 	var longest time.Duration
 	now := s.now()
-	for _, m := range s.stuck {
-		longest = max(longest, now.Sub(m.since))
+	for _, failing := range s.stuck {
+		for _, since := range failing {
+			longest = max(longest, now.Sub(since))
+		}
 	}
 	return longest
 }
@@ -92,8 +94,8 @@ func (s *StuckPartitions) Collect(ch chan<- prometheus.Metric) {
 	now := s.now()
 	for p := range s.seen {
 		age := 0.0
-		if m, ok := s.stuck[p]; ok {
-			age = now.Sub(m.since).Seconds()
+		for _, since := range s.stuck[p] {
+			age = max(age, now.Sub(since).Seconds())
 		}
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, age, strconv.Itoa(int(p)))
 	}

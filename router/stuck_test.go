@@ -13,7 +13,7 @@ import (
 
 // TestStuckPartitions drives the tracker with an injected clock: a partition is stuck from
 // the start of the first failing attempt on a message, stays stuck across redeliveries,
-// restarts its age on a new failing message, and clears when a delivery succeeds (applied
+// counts from its oldest failing message while several fail, and clears when a delivery succeeds (applied
 // or dead-lettered).
 func TestStuckPartitions(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -81,9 +81,19 @@ func TestStuckPartitions(t *testing.T) {
 	if got := s.Longest(); got != 2*time.Second {
 		t.Fatalf("Longest = %v, want partition 5's 2s", got)
 	}
-	deliver(pos{5, 8}, 3*time.Second, true) // a new failing message starts a new age
-	if got := s.Longest(); got != 3*time.Second {
-		t.Fatalf("Longest = %v after a new failing offset, want 3s", got)
+	// With several messages of a partition in flight, a later one can fail too: the
+	// partition is as stuck as its oldest failing message, until that one succeeds.
+	deliver(pos{5, 8}, 3*time.Second, true)
+	if got := s.Longest(); got != 5*time.Second {
+		t.Fatalf("Longest = %v after a second failing offset, want the first one's 5s", got)
+	}
+	deliver(pos{5, 7}, time.Second, false)
+	if got := s.Longest(); got != 4*time.Second {
+		t.Fatalf("Longest = %v once offset 7 applied, want offset 8's 4s", got)
+	}
+	deliver(pos{5, 8}, time.Second, false)
+	if got := s.Longest(); got != 0 || series("5") != 0 {
+		t.Fatalf("Longest = %v, partition 5 = %v once both applied, want 0", got, series("5"))
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // what outlives the router (the lag collector's client).
 func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readiness) (func(), error) {
 	wlog := router.NewLogger(d.logger)
-	sub, err := router.NewKafkaSubscriber(d.brokers, router.ProjectorGroup, wlog)
+	sub, err := router.NewKafkaSubscriber(d.brokers, router.ProjectorGroup, d.cfg.ProjectorWindow, wlog)
 	if err != nil {
 		return func() {}, err
 	}

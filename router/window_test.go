@@ -1,0 +1,273 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// windowEnv is a broker with a one-partition score topic holding n messages, keyed by
+// keys[i % len(keys)], payload "i".
+func windowEnv(t *testing.T, n int, keys ...string) (*EmbeddedKafka, Topics) {
+	t.Helper()
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	topics := NewTopics("window-test", 1)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for i := range n {
+		msg := message.NewMessage(fmt.Sprintf("m-%d", i), []byte(fmt.Sprint(i)))
+		msg.Metadata.Set("partition_key", keys[i%len(keys)])
+		if err := pub.Publish(topics.Scores, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return broker, topics
+}
+
+// subscribe joins group with the given window; the subscriber closes at cleanup.
+func subscribe(t *testing.T, broker *EmbeddedKafka, topics Topics, group string, window int) (*WindowSubscriber, <-chan *message.Message) {
+	t.Helper()
+	sub, err := NewKafkaSubscriber(broker.Addrs(), group, window, NewLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	out, err := sub.Subscribe(context.Background(), topics.Scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub, out
+}
+
+// receive waits for the next message handed out.
+func receive(t *testing.T, out <-chan *message.Message) *message.Message {
+	t.Helper()
+	select {
+	case m := <-out:
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message handed out within 30 s")
+		return nil
+	}
+}
+
+// none asserts that nothing is handed out for a while.
+func none(t *testing.T, out <-chan *message.Message, why string) {
+	t.Helper()
+	select {
+	case m := <-out:
+		t.Fatalf("%s, but message %s was handed out", why, m.Payload)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestWindowSubscriberKeepsTheWindowAndKeyOrder: a partition hands out, in offset order,
+// up to Window messages from its oldest one not acked, never two of one key at once, and
+// each key's messages in the order they were published; acks in any order let the rest
+// through.
+func TestWindowSubscriberKeepsTheWindowAndKeyOrder(t *testing.T) {
+	t.Parallel()
+	// keys a b c d a b c d ...: with a window of 3, messages 0-2 (a, b, c) go out; acks of
+	// 1 and 2 free no place while 0 is not acked; then 3 (d) and 4 (a) go.
+	broker, topics := windowEnv(t, 40, "a", "b", "c", "d")
+	_, out := subscribe(t, broker, topics, "window-order", 3)
+
+	held := []*message.Message{receive(t, out), receive(t, out), receive(t, out)}
+	none(t, out, "3 messages are in flight with a window of 3")
+	for i, m := range held {
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d handed out is %s, want %d", i, m.Payload, i)
+		}
+	}
+	held[1].Ack()
+	held[2].Ack()
+	none(t, out, "message 0 is not acked, and the window reaches only to message 2")
+	held[0].Ack()
+	for _, want := range []string{"3", "4"} {
+		m := receive(t, out)
+		if string(m.Payload) != want {
+			t.Fatalf("after message 0's ack, %s was handed out, want %s", m.Payload, want)
+		}
+		held = append(held, m)
+	}
+	held[4].Ack()
+	held[3].Ack()
+
+	// The rest, acked as they come, in reverse order within each window's worth.
+	last := map[string]int{"a": 4, "b": 1, "c": 2, "d": 3}
+	seen := 5
+	for seen < 40 {
+		var batch []*message.Message
+		batch = append(batch, receive(t, out))
+		for len(batch) < 3 {
+			select {
+			case m := <-out:
+				batch = append(batch, m)
+				continue
+			case <-time.After(100 * time.Millisecond):
+			}
+			break
+		}
+		keys := map[string]bool{}
+		for _, m := range batch {
+			var i int
+			_, _ = fmt.Sscan(string(m.Payload), &i)
+			key := m.Metadata.Get("partition_key")
+			if keys[key] {
+				t.Fatalf("two messages of key %s in flight at once", key)
+			}
+			keys[key] = true
+			if i <= last[key] {
+				t.Fatalf("key %s: message %d after %d", key, i, last[key])
+			}
+			last[key] = i
+			seen++
+		}
+		for j := len(batch) - 1; j >= 0; j-- {
+			batch[j].Ack()
+		}
+	}
+	none(t, out, "all 40 messages were handed out once")
+}
+
+// TestWindowSubscriberMarksOnlyPastAckedMessages: acks of later messages do not move the
+// group's offset past an earlier message that is not acked, so the next consumer starts
+// at it; once everything is acked, the next consumer gets nothing old.
+func TestWindowSubscriberMarksOnlyPastAckedMessages(t *testing.T) {
+	t.Parallel()
+	broker, topics := windowEnv(t, 4, "a", "b", "c", "d")
+	sub, out := subscribe(t, broker, topics, "window-marks", 4)
+	held := []*message.Message{receive(t, out), receive(t, out), receive(t, out), receive(t, out)}
+	held[1].Ack()
+	held[2].Ack()
+	held[3].Ack()
+	time.Sleep(time.Second) // two auto-commit intervals
+	_ = sub.Close()
+
+	sub, out = subscribe(t, broker, topics, "window-marks", 4)
+	for i := range 4 {
+		m := receive(t, out)
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("redelivered %s, want %d: the offset moved past the unacked message 0", m.Payload, i)
+		}
+		m.Ack()
+	}
+	time.Sleep(time.Second)
+	_ = sub.Close()
+
+	_, out = subscribe(t, broker, topics, "window-marks", 4)
+	none(t, out, "every message was acked")
+}
+
+// TestWindowSubscriberResendsANackedMessageHoldingItsKey: a nacked message comes back
+// (the same UUID), and its key's next message waits until it is acked. The partition
+// waits behind that next message: messages are handed out in offset order.
+func TestWindowSubscriberResendsANackedMessageHoldingItsKey(t *testing.T) {
+	t.Parallel()
+	broker, topics := windowEnv(t, 4, "a", "a", "b", "a")
+	_, out := subscribe(t, broker, topics, "window-nack", 4)
+	first := receive(t, out)
+	if string(first.Payload) != "0" {
+		t.Fatalf("first message %s, want 0", first.Payload)
+	}
+	none(t, out, "message 1 has key a, and message 0 (key a) is in flight")
+	first.Nack()
+	again := receive(t, out)
+	if again.UUID != first.UUID {
+		t.Fatalf("after a nack, %s was handed out, want message 0 again", again.Payload)
+	}
+	none(t, out, "message 0 (key a) is in flight again")
+	again.Ack()
+	var got []*message.Message
+	for _, want := range []string{"1", "2"} {
+		m := receive(t, out)
+		if string(m.Payload) != want {
+			t.Fatalf("after message 0's ack, %s was handed out, want %s", m.Payload, want)
+		}
+		got = append(got, m)
+	}
+	none(t, out, "message 3 has key a, and message 1 (key a) is in flight")
+	got[0].Ack()
+	if m := receive(t, out); string(m.Payload) != "3" {
+		t.Fatalf("handed out %s, want 3", m.Payload)
+	}
+}
+
+// TestWindowSubscriberDrainsARevokedPartition: when a second consumer joins, the first
+// one's partitions are revoked while it holds messages; it waits for them, and the acks
+// that come meanwhile are committed, so neither consumer gets those messages again.
+func TestWindowSubscriberDrainsARevokedPartition(t *testing.T) {
+	t.Parallel()
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	topics := NewTopics("drain-test", 2)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	publish := func(prefix string) {
+		for i := range 6 {
+			msg := message.NewMessage(watermill.NewUUID(), []byte(fmt.Sprintf("%s-%d", prefix, i)))
+			msg.Metadata.Set("partition_key", fmt.Sprintf("k%d", i))
+			if err := pub.Publish(topics.Scores, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish("old")
+	a, outA := subscribe(t, broker, topics, "drain-group", 8)
+	var held []*message.Message
+	for range 6 {
+		held = append(held, receive(t, outA))
+	}
+	_, outB := subscribe(t, broker, topics, "drain-group", 8)
+	deadline := time.Now().Add(30 * time.Second)
+	for a.drains.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first consumer's partitions were not revoked within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, m := range held { // acked while the revoked partitions drain
+		m.Ack()
+	}
+	publish("new")
+	got := map[string]bool{}
+	for len(got) < 6 {
+		var m *message.Message
+		select {
+		case m = <-outA:
+		case m = <-outB:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("got %v of the 6 new messages within 30 s", got)
+		}
+		if p := string(m.Payload); p[:4] != "new-" {
+			t.Fatalf("%s was handed out again after it was acked while its partition drained", p)
+		} else {
+			got[p] = true
+		}
+		m.Ack()
+	}
+}
