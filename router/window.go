@@ -15,7 +15,8 @@ import (
 )
 
 // WindowSubscriber is a Watermill subscriber over a Kafka consumer group that keeps up to
-// Window messages of each partition in flight at once, where watermill-kafka's keeps one.
+// Window messages of each partition in flight at once, where watermill-kafka's keeps one:
+// it hands them out in offset order, at most Window from the oldest one not acked yet.
 // With one, the projector's batches can hold at most one message per partition, so its
 // throughput needed many partitions, and every fetch and produce then spread its records
 // over all of them (at 192 partitions and 5,000 writes/s about one record per partition
@@ -24,6 +25,7 @@ import (
 // What stays as it was:
 //   - Order per key: a message waits while an earlier message with its key (the user) is
 //     in flight, so one user's commands are handed over, and applied, one after the other.
+//     The partition waits behind it (simple, and rare with many users).
 //   - At-least-once: a partition's offset is marked only past messages that are all acked,
 //     so a crash or a rebalance redelivers from the oldest message not acked, never skips
 //     one; the projector applies a redelivered command once (by event id).
@@ -161,7 +163,7 @@ type windowHandler struct {
 	s        *WindowSubscriber
 	ctx      context.Context
 	output   chan<- *message.Message
-	messages sync.WaitGroup // the goroutines handing messages to output
+	messages sync.WaitGroup // the goroutines awaiting acks (they resend on output)
 }
 
 func (*windowHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -277,8 +279,7 @@ func (h *windowHandler) drain(sess sarama.ConsumerGroupSession, inflight []*slot
 	}
 }
 
-// await reports the ack of a message handed out (with ctx, read before the router got
-// it); a Nack hands it out again after
+// await reports the ack of a message handed out with ctx; a Nack hands it out again after
 // NackResendSleep. Once the claim drains, a message nacked is given up (reported unacked);
 // once the claim has ended, or the subscriber closes, await just stops.
 func (h *windowHandler) await(ctx context.Context, msg *message.Message, sl *slot, outcomes chan<- outcome, draining, stop <-chan struct{}) {
