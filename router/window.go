@@ -16,7 +16,8 @@ import (
 
 // WindowSubscriber is a Watermill subscriber over a Kafka consumer group that keeps up to
 // Window messages of each partition in flight at once, where watermill-kafka's keeps one:
-// it hands them out in offset order, at most Window from the oldest one not acked yet.
+// it reads at most Window from the oldest one not acked yet and hands each out once no
+// earlier message of its key is in flight.
 // With one, the projector's batches can hold at most one message per partition, so its
 // throughput needed many partitions, and every fetch and produce then spread its records
 // over all of them (at 192 partitions and 5,000 writes/s about one record per partition
@@ -24,8 +25,8 @@ import (
 //
 // What stays as it was:
 //   - Order per key: a message waits while an earlier message with its key (the user) is
-//     in flight, so one user's commands are handed over, and applied, one after the other.
-//     The partition waits behind it (simple, and rare with many users).
+//     in flight, so one user's commands are handed over, and applied, one after the other;
+//     other users' messages pass it, within the window.
 //   - At-least-once: a partition's offset is marked only past messages that are all acked,
 //     so a crash or a rebalance redelivers from the oldest message not acked, never skips
 //     one; the projector applies a redelivered command once (by event id).
@@ -169,10 +170,12 @@ type windowHandler struct {
 func (*windowHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
 func (*windowHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
-// slot is one message of a partition in flight.
+// slot is one message of a partition, read and not yet marked.
 type slot struct {
 	kafka *sarama.ConsumerMessage
 	key   string
+	msg   *message.Message
+	ctx   context.Context
 	acked bool
 }
 
@@ -182,98 +185,113 @@ type outcome struct {
 	acked bool
 }
 
-// ConsumeClaim hands out the partition's messages, at most Window at once and one per
-// key, and marks the offset past the longest run of acked messages from the oldest.
-func (h *windowHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+// claim is one partition's state in ConsumeClaim.
+type claim struct {
+	h        *windowHandler
+	sess     sarama.ConsumerGroupSession
+	inflight []*slot            // read and not marked, in offset order: handed out or waiting
+	keys     map[string][]*slot // per key, its message handed out, then those waiting, in offset order
+	out      int                // handed out, no outcome yet
+	outcomes chan outcome
+	draining chan struct{} // the claim is revoked: no more resends
+	stop     chan struct{} // the claim has ended: the goroutines awaiting acks give up
+}
+
+// ConsumeClaim reads up to Window messages of the partition from the oldest one not
+// acked, hands each out once no earlier message of its key is in flight, and marks the
+// offset past the longest run of acked messages from the oldest.
+func (h *windowHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, cl sarama.ConsumerGroupClaim) error {
 	window := h.s.cfg.Window
-	var (
-		inflight []*slot // in offset order
-		busy     = map[string]bool{}
-		next     *sarama.ConsumerMessage // read, waiting for its key or a free place
-		outcomes = make(chan outcome, window)
-		draining = make(chan struct{}) // the claim is revoked: no more resends
-		stop     = make(chan struct{}) // the claim has ended: message goroutines give up
-	)
-	defer close(stop)
-	drain := func() {
-		h.s.drains.Add(1)
-		close(draining)
-		h.drain(sess, inflight, busy, outcomes)
-	}
-	in := claim.Messages()
+	c := &claim{h: h, sess: sess, keys: map[string][]*slot{}, outcomes: make(chan outcome, window),
+		draining: make(chan struct{}), stop: make(chan struct{})}
+	defer close(c.stop)
+	in := cl.Messages()
 	for {
-		if next != nil && len(inflight) < window && !busy[string(next.Key)] {
-			msg, err := h.s.cfg.Unmarshaler.Unmarshal(next)
-			if err != nil {
-				return fmt.Errorf("unmarshal message at offset %d of partition %d: %w", next.Offset, next.Partition, err)
-			}
-			sl := &slot{kafka: next, key: string(next.Key)}
-			ctx := withPosition(h.ctx, next.Partition, next.Offset)
-			msg.SetContext(ctx)
-			// Handed out here, in offset order; a goroutine waits for the ack.
-			select {
-			case h.output <- msg:
-			case <-sess.Context().Done():
-				drain()
-				return nil
-			case <-h.ctx.Done():
-				return nil
-			}
-			inflight = append(inflight, sl)
-			busy[sl.key] = true
-			next = nil
-			h.messages.Go(func() { h.await(ctx, msg, sl, outcomes, draining, stop) })
-			continue
-		}
 		var read <-chan *sarama.ConsumerMessage
-		if next == nil {
+		if len(c.inflight) < window {
 			read = in
 		}
+		var next *slot
 		select {
 		case m, ok := <-read:
 			if !ok { // revoked, or the session ends
-				drain()
+				c.drain()
 				return nil
 			}
-			next = m
-		case o := <-outcomes:
-			inflight = h.settle(sess, inflight, busy, o)
+			msg, err := h.s.cfg.Unmarshaler.Unmarshal(m)
+			if err != nil {
+				return fmt.Errorf("unmarshal message at offset %d of partition %d: %w", m.Offset, m.Partition, err)
+			}
+			sl := &slot{kafka: m, key: string(m.Key), msg: msg, ctx: withPosition(h.ctx, m.Partition, m.Offset)}
+			c.inflight = append(c.inflight, sl)
+			c.keys[sl.key] = append(c.keys[sl.key], sl)
+			if len(c.keys[sl.key]) == 1 {
+				next = sl
+			}
+		case o := <-c.outcomes:
+			next = c.settle(o)
 		case <-sess.Context().Done():
-			drain()
+			c.drain()
 			return nil
 		case <-h.ctx.Done():
 			return nil
 		}
+		if next == nil {
+			continue
+		}
+		// Handed out here, in offset order per key; a goroutine awaits the ack.
+		next.msg.SetContext(next.ctx)
+		select {
+		case h.output <- next.msg:
+		case <-sess.Context().Done():
+			c.drain()
+			return nil
+		case <-h.ctx.Done():
+			return nil
+		}
+		c.out++
+		h.messages.Go(func() { h.await(next.ctx, next.msg, next, c.outcomes, c.draining, c.stop) })
 	}
 }
 
-// settle records an outcome and marks the offset past the acked messages at the front.
-func (h *windowHandler) settle(sess sarama.ConsumerGroupSession, inflight []*slot, busy map[string]bool, o outcome) []*slot {
+// settle records an outcome, marks the offset past the acked messages at the front, and
+// returns its key's next message, now free to go (nil when none waits).
+func (c *claim) settle(o outcome) *slot {
 	o.slot.acked = o.acked
-	delete(busy, o.slot.key)
+	c.out--
+	var next *slot
+	if q := c.keys[o.slot.key][1:]; len(q) == 0 {
+		delete(c.keys, o.slot.key)
+	} else {
+		c.keys[o.slot.key] = q
+		next = q[0]
+	}
 	n := 0
-	for n < len(inflight) && inflight[n].acked {
+	for n < len(c.inflight) && c.inflight[n].acked {
 		n++
 	}
-	if n == 0 {
-		return inflight
+	if n > 0 {
+		c.sess.MarkMessage(c.inflight[n-1].kafka, "")
+		c.inflight = c.inflight[n:]
 	}
-	sess.MarkMessage(inflight[n-1].kafka, "")
-	return inflight[n:]
+	return next
 }
 
-// drain waits, up to DrainTimeout, for an outcome of every message in flight and marks
-// what they ack (a message given up stops the mark at its offset).
-func (h *windowHandler) drain(sess sarama.ConsumerGroupSession, inflight []*slot, busy map[string]bool, outcomes chan outcome) {
-	timeout := time.NewTimer(h.s.cfg.DrainTimeout)
+// drain hands nothing more out and waits, up to DrainTimeout, for an outcome of every
+// message handed out, marking what they ack (a message given up stops the mark at its
+// offset).
+func (c *claim) drain() {
+	c.h.s.drains.Add(1)
+	close(c.draining)
+	timeout := time.NewTimer(c.h.s.cfg.DrainTimeout)
 	defer timeout.Stop()
-	for pending := len(busy); pending > 0; pending-- {
+	for c.out > 0 {
 		select {
-		case o := <-outcomes:
-			inflight = h.settle(sess, inflight, busy, o)
+		case o := <-c.outcomes:
+			c.settle(o)
 		case <-timeout.C:
 			return
-		case <-h.ctx.Done():
+		case <-c.h.ctx.Done():
 			return
 		}
 	}
