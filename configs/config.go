@@ -124,10 +124,12 @@ type Config struct {
 	// batches may be in flight at once.
 	ProjectorBatch   int
 	ProjectorWorkers int
-	// ProjectorLinger is how long a projector batch waits for more events after its
-	// first; RelayLinger the least time between two reads of an outbox shard while rows
-	// keep coming and no batch fills. Both trade a little latency for fewer, larger
-	// transactions and produce requests (0: none).
+	// ProjectorLinger is the longest a projector batch waits for more events after its
+	// first; RelayLinger the longest time between two reads of an outbox shard while rows
+	// keep coming and no batch fills. Both follow the load: the whole wait once, at the
+	// rate events came lately, it gathers half a batch, proportionally less below. They
+	// trade visibility latency under load for fewer, larger transactions and produce
+	// requests (0: none).
 	ProjectorLinger time.Duration
 	RelayLinger     time.Duration
 	// WriteLinger is how long the write path's Redis pipeline (each write's value read and
@@ -300,8 +302,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)
-	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 10*time.Millisecond, 0, time.Second)
-	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 50*time.Millisecond, 0, time.Second)
+	c.ProjectorLinger = durationVar("LEADERBOARD_PROJECTOR_LINGER", 40*time.Millisecond, 0, time.Second)
+	c.RelayLinger = durationVar("LEADERBOARD_RELAY_LINGER", 200*time.Millisecond, 0, time.Second)
 	c.OutboxLinger = durationVar("LEADERBOARD_OUTBOX_LINGER", 6*time.Millisecond, 0, 100*time.Millisecond)
 	c.WriteLinger = durationVar("LEADERBOARD_WRITE_LINGER", 4*time.Millisecond, 0, 100*time.Millisecond)
 	c.SeasonIdleTTL = durationVar("LEADERBOARD_SEASON_IDLE_TTL", 30*24*time.Hour, time.Minute, 365*24*time.Hour)

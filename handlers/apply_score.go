@@ -78,12 +78,11 @@ type ApplyScoreConfig struct {
 	Workers int
 	// MaxBatch bounds the events of one batch (default 500).
 	MaxBatch int
-	// Linger is how long a batch waits for more messages after its first (0: it takes
-	// what is queued). Each Kafka partition hands over one message at a time, the next once
-	// the batch holding it is done, so without a wait a batch holds the few that happen to
-	// be queued (about 7 at 2,000 writes/s); 5 ms gather most partitions' next message, and
-	// the service's default of 10 ms makes fewer, larger transactions (at 3,500 writes/s
-	// about 4 % less CPU per event with the outbox's and the write path's longer lingers).
+	// Linger is the longest a batch waits for more messages after its first (0: it takes
+	// what is queued). The wait follows the load (storage.NewAdaptiveBatcher): the whole
+	// Linger once, at the rate messages came lately, it gathers half a batch, less below,
+	// so a lone score is applied at once and a busy projector makes fewer, larger
+	// transactions and Redis calls.
 	Linger time.Duration
 }
 
@@ -103,7 +102,7 @@ func NewApplyScore(p ScoreProjection, m BoardMirror, changes ChangeNotifier, cfg
 	}
 	a := &ApplyScore{projection: p, mirror: m, changes: changes, cfg: cfg.Config, now: cfg.Now, metrics: metrics, logger: logger}
 	a.fold = FoldWith(cfg.Config.Board)
-	a.batcher = storage.NewLingeringBatcher(cfg.Workers, cfg.MaxBatch, cfg.Linger, a.settle)
+	a.batcher = storage.NewAdaptiveBatcher(cfg.Workers, cfg.MaxBatch, cfg.Linger, a.settle)
 	return a
 }
 

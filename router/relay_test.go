@@ -108,15 +108,17 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 }
 
 // TestRelayLingers drives a shard's waits with a test clock: the first read is not
-// delayed; while rows keep coming, a read waits until Linger after the last one that
-// forwarded rows (the wait counts the time already passed); a read that found nothing
-// lets the next one go at once.
+// delayed; while rows keep coming, a read waits until the spacing after the last one that
+// forwarded rows (the wait counts the time already passed): the whole Linger when, at the
+// rate the last read's rows came, a Linger gathers half a batch, proportionally less
+// below; a read that found nothing lets the next one go at once.
 func TestRelayLingers(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-linger")
 	reg := prometheus.NewRegistry()
+	// Batches of 2: a read of one row gathers half a batch.
 	const poll, idle, linger = 10 * time.Millisecond, time.Minute, 4 * time.Second
 	r, err := NewRelay(storage.NewOutboxMaintenance(pool, schema), RelayConfig{
-		Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores,
+		Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores, Batch: 2,
 		IdleInterval: idle, PollInterval: poll, Linger: linger,
 	}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -179,22 +181,35 @@ func TestRelayLingers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.holdShard(runCtx, 0) }()
 	defer func() { stop(); <-done }()
-	expect(idle, 1, 1) // the first read went at once, then the shard sleeps
+	expect(idle, 1, 1) // the first read went at once (no rate known yet), then the shard sleeps
 
 	clk.Advance(time.Second)
 	insert("b")
 	r.signal(0)
-	expect(linger-time.Second, 1, 1) // b waits out the rest of the linger (rows committed meanwhile would join it)
-	clk.Advance(linger - time.Second)
-	expect(idle, 2, 2)
-
-	r.signal(0) // nothing new: the read still waits its linger, then finds nothing
-	expect(linger, 2, 2)
-	clk.Advance(linger)
-	expect(idle, 2, 2)
+	expect(idle, 2, 2) // b went at once: a's read set no wait; b came 1 s after it, a rate that fills a Linger 4 times
 	insert("c")
 	r.signal(0)
-	expect(idle, 3, 3) // c went at once after the empty read
+	expect(linger, 2, 2) // c waits out the whole Linger (rows committed meanwhile would join it)
+	clk.Advance(linger)
+	expect(idle, 3, 3) // one row in 4 s: still half a batch per Linger
+
+	clk.Advance(16 * time.Second)
+	insert("d")
+	r.signal(0)
+	expect(idle, 4, 4) // c's wait is long over: d went at once
+	insert("e")
+	r.signal(0)
+	expect(time.Second, 4, 4) // d was one row in 16 s: a quarter of the Linger
+	clk.Advance(time.Second)
+	expect(idle, 5, 5)
+
+	r.signal(0) // nothing new: the read still waits its spacing (e: one row in 1 s), then finds nothing
+	expect(linger, 5, 5)
+	clk.Advance(linger)
+	expect(idle, 5, 5)
+	insert("f")
+	r.signal(0)
+	expect(idle, 6, 6) // f went at once after the empty read
 }
 
 // testClock is a clock that moves only when a test advances it; every wait it starts is

@@ -159,6 +159,93 @@ func TestLingeringBatcherWaitsForMore(t *testing.T) {
 	}
 }
 
+// TestAdaptiveBatcherLingersOnlyUnderLoad: an adaptive batcher's worker hands a lone
+// item over at once (or nearly) while items come slowly, however long its linger; once
+// they came fast, it waits for more; after a quiet spell it serves a lone item at once
+// again. The rate is measured on a clock the test moves; the wait is real (a minute at
+// most: waiting it out would miss the test's deadline).
+func TestAdaptiveBatcherLingersOnlyUnderLoad(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var batches []string
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := storage.NewAdaptiveBatcher(1, 3, time.Minute, func(items []int) []storage.Result[int] {
+		mu.Lock()
+		batches = append(batches, fmt.Sprint(items))
+		mu.Unlock()
+		return make([]storage.Result[int], len(items))
+	})
+	defer b.Close()
+	storage.SetBatcherClock(b, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	})
+	advance := func(d time.Duration) {
+		mu.Lock()
+		clock = clock.Add(d)
+		mu.Unlock()
+	}
+	wait := func(item int, p storage.Pending[int]) {
+		t.Helper()
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatalf("item %d was not handed over: %v", item, err)
+		}
+	}
+	do := func(item int) { t.Helper(); wait(item, b.Go(ctx, item)) }
+
+	do(1) // no rate known yet: at once
+	advance(10 * time.Hour)
+	do(2) // one item in 10 hours: a linger of 66 ms
+	do(3)
+	do(4)
+	advance(time.Second)
+	five := b.Go(ctx, 5) // three items in a second fill half a batch in far less than a minute
+	for b.Queued() > 0 { // the worker took 5
+		runtime.Gosched()
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := five.Wait(short)
+	cancelShort()
+	if err == nil {
+		t.Fatal("5 was handed over at once, alone: the worker did not wait for more")
+	}
+	six, seven := b.Go(ctx, 6), b.Go(ctx, 7)
+	wait(5, five)
+	wait(6, six)
+	wait(7, seven)
+	advance(10 * time.Hour)
+	do(8) // quiet again: at once
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := fmt.Sprint(batches), "[[1] [2] [3] [4] [5 6 7] [8]]"; got != want {
+		t.Errorf("batches %s, want %s", got, want)
+	}
+}
+
+// TestLoadLinger: the adaptive linger is the part of the linger that gathers half a batch
+// at the rate given, the whole linger from there on.
+func TestLoadLinger(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		perSecond float64
+		want      time.Duration
+	}{
+		{0, 0},
+		{200, 1280 * time.Microsecond},
+		{2000, 12800 * time.Microsecond},
+		{5000, 32 * time.Millisecond},
+		{6250, 40 * time.Millisecond},
+		{100000, 40 * time.Millisecond},
+	} {
+		if got := storage.LoadLinger(40*time.Millisecond, 500, c.perSecond); (got - c.want).Abs() > time.Microsecond {
+			t.Errorf("%v items/s: linger %v, want %v", c.perSecond, got, c.want)
+		}
+	}
+}
+
 // TestGatheringBatcherGathersInOneWorker: with two workers, the second item queued while
 // the first worker lingers joins that worker's batch; the idle worker does not take it
 // into a batch of its own.

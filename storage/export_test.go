@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -36,3 +37,10 @@ func TableMaintenancePace(ctx context.Context, m *TableMaintenance) (delay, limi
 	err = conn.QueryRow(ctx, `SELECT current_setting('vacuum_cost_delay'), current_setting('vacuum_cost_limit')`).Scan(&delay, &limit)
 	return delay, limit, err
 }
+
+// SetBatcherClock sets the clock an adaptive batcher measures its items' rate on; call it
+// before the first item is queued (a worker reads it once it has an item).
+func SetBatcherClock[T, R any](b *Batcher[T, R], now func() time.Time) { b.now = now }
+
+// LoadLinger is the adaptive batcher's linger at a rate, for its table test.
+var LoadLinger = loadLinger
