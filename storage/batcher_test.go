@@ -115,19 +115,8 @@ func runtimeGosched() { runtime.Gosched() }
 func TestLingeringBatcherWaitsForMore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var mu sync.Mutex
-	var batches []string
-	handle := func(items []int) []storage.Result[int] {
-		mu.Lock()
-		batches = append(batches, fmt.Sprint(items))
-		mu.Unlock()
-		out := make([]storage.Result[int], len(items))
-		for i, v := range items {
-			out[i].Value = v
-		}
-		return out
-	}
-	b := storage.NewLingeringBatcher(1, 3, time.Hour, handle)
+	var log batchLog
+	b := storage.NewLingeringBatcher(1, 3, time.Hour, log.handle)
 	waits := []storage.Pending[int]{b.Go(ctx, 1)}
 	for b.Queued() > 0 { // the worker took 1 and waits for more
 		runtime.Gosched()
@@ -146,11 +135,11 @@ func TestLingeringBatcherWaitsForMore(t *testing.T) {
 			t.Fatalf("item %d: %v, %v", i+4, v, err)
 		}
 	}
-	if got := fmt.Sprint(batches); got != "[[1 2 3] [4 5]]" {
+	if got := log.String(); got != "[[1 2 3] [4 5]]" {
 		t.Errorf("batches %s, want [[1 2 3] [4 5]]", got)
 	}
 
-	short := storage.NewLingeringBatcher(1, 3, 10*time.Millisecond, handle)
+	short := storage.NewLingeringBatcher(1, 3, 10*time.Millisecond, log.handle)
 	defer short.Close()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -168,15 +157,12 @@ func TestAdaptiveBatcherLingersOnlyUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var mu sync.Mutex
-	var batches []string
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := storage.NewAdaptiveBatcher(1, 3, time.Minute, func(items []int) []storage.Result[int] {
-		mu.Lock()
-		batches = append(batches, fmt.Sprint(items))
-		mu.Unlock()
-		return make([]storage.Result[int], len(items))
-	})
+	var (
+		log   batchLog
+		mu    sync.Mutex
+		clock = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	b := storage.NewAdaptiveBatcher(1, 3, time.Minute, log.handle)
 	defer b.Close()
 	storage.SetBatcherClock(b, func() time.Time {
 		mu.Lock()
@@ -218,9 +204,7 @@ func TestAdaptiveBatcherLingersOnlyUnderLoad(t *testing.T) {
 	wait(7, seven)
 	advance(10 * time.Hour)
 	do(8) // quiet again: at once
-	mu.Lock()
-	defer mu.Unlock()
-	if got, want := fmt.Sprint(batches), "[[1] [2] [3] [4] [5 6 7] [8]]"; got != want {
+	if got, want := log.String(), "[[1] [2] [3] [4] [5 6 7] [8]]"; got != want {
 		t.Errorf("batches %s, want %s", got, want)
 	}
 }
@@ -253,14 +237,8 @@ func TestGatheringBatcherGathersInOneWorker(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var mu sync.Mutex
-	var batches []string
-	b := storage.NewGatheringBatcher(2, 2, time.Hour, func(items []int) []storage.Result[int] {
-		mu.Lock()
-		batches = append(batches, fmt.Sprint(items))
-		mu.Unlock()
-		return make([]storage.Result[int], len(items))
-	})
+	var log batchLog
+	b := storage.NewGatheringBatcher(2, 2, time.Hour, log.handle)
 	defer b.Close()
 	time.Sleep(100 * time.Millisecond) // both workers wait for items (else this cannot tell)
 	first := b.Go(ctx, 1)
@@ -273,9 +251,31 @@ func TestGatheringBatcherGathersInOneWorker(t *testing.T) {
 			t.Fatalf("%v: 1 and 2 were not handed over together", err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if got := fmt.Sprint(batches); got != "[[1 2]]" {
+	if got := log.String(); got != "[[1 2]]" {
 		t.Errorf("batches %s, want [[1 2]]", got)
 	}
+}
+
+// batchLog records the batches a batcher hands over; its handle answers each item with
+// the item itself.
+type batchLog struct {
+	mu      sync.Mutex
+	batches []string
+}
+
+func (l *batchLog) handle(items []int) []storage.Result[int] {
+	l.mu.Lock()
+	l.batches = append(l.batches, fmt.Sprint(items))
+	l.mu.Unlock()
+	out := make([]storage.Result[int], len(items))
+	for i, v := range items {
+		out[i].Value = v
+	}
+	return out
+}
+
+func (l *batchLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.batches)
 }
