@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,7 @@ type ScoreProjection interface {
 // answers storage.ErrNotLoaded for a period Redis does not hold; Reload loads it from
 // PostgreSQL.
 type BoardMirror interface {
-	Apply(ctx context.Context, t storage.Target, states []storage.EntryState, nicks map[string]string, minVersion int64) (storage.Top, bool, error)
+	ApplyAll(ctx context.Context, groups []storage.MirrorGroup, nicks map[string]string, minVersion int64) []storage.MirrorResult
 	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
 }
 
@@ -258,40 +259,56 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 		return nil, err
 	}
 	a.metrics.stepTime.WithLabelValues("postgres").Observe(time.Since(start).Seconds())
+	// One group per board period Redis keeps, in the order first named; their scripts go
+	// to Redis in one pipeline.
 	type boardKey struct{ board, period string }
-	groups := map[boardKey][]storage.EntryState{}
-	var order []boardKey
+	at := map[boardKey]int{}
+	var groups []storage.MirrorGroup
 	for _, s := range applied.Entries {
 		k := boardKey{s.Board, s.Period}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
+		i, ok := at[k]
+		if !ok {
+			b, _ := a.cfg.Board(k.board)
+			ttl, keep := a.cfg.RedisLife(b, k.period, a.now())
+			if !keep { // a period Redis no longer keeps: PostgreSQL has it, reads go there
+				at[k] = -1
+				continue
+			}
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, storage.MirrorGroup{Target: storage.Target{Board: k.board, Period: k.period, TTL: ttl}})
 		}
-		groups[k] = append(groups[k], s)
+		if i >= 0 {
+			groups[i].States = append(groups[i].States, s)
+		}
 	}
-	for _, k := range order {
-		start = time.Now()
-		b, _ := a.cfg.Board(k.board)
-		ttl, keep := a.cfg.RedisLife(b, k.period, a.now())
-		if !keep { // a period Redis no longer keeps: PostgreSQL has it, reads go there
+	start = time.Now()
+	results := a.mirror.ApplyAll(ctx, groups, applied.NickNames, applied.MaxSeq)
+	var failed error
+	for i, g := range groups {
+		r := results[i]
+		if errors.Is(r.Err, storage.ErrNotLoaded) { // PostgreSQL has the batch: load the whole period from it
+			r.Top, r.Err = a.mirror.Reload(ctx, g.Target)
+			r.Changed = true
+		}
+		if r.Err != nil {
+			failed = cmp.Or(failed, r.Err)
 			continue
 		}
-		t := storage.Target{Board: k.board, Period: k.period, TTL: ttl}
-		top, changed, err := a.mirror.Apply(ctx, t, groups[k], applied.NickNames, applied.MaxSeq)
-		if errors.Is(err, storage.ErrNotLoaded) { // PostgreSQL has the batch: load the whole period from it
-			top, err = a.mirror.Reload(ctx, t)
-			changed = true
-		}
-		if err != nil {
-			return nil, err
-		}
-		a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
+		// Every group Redis took is told, even when another failed: the retry finds it
+		// mirrored already and would not tell it again.
 		if a.changes != nil {
-			if changed {
-				a.changes.TopChanged(k.board, k.period, top)
+			t := g.Target
+			if r.Changed {
+				a.changes.TopChanged(t.Board, t.Period, r.Top)
 			}
-			a.changes.UsersChanged(k.board, k.period, applied.Changed[k.board+":"+k.period])
+			a.changes.UsersChanged(t.Board, t.Period, applied.Changed[t.Board+":"+t.Period])
 		}
 	}
+	if failed != nil {
+		return nil, failed
+	}
+	a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
 	now := time.Now()
 	for i, e := range events {
 		if applied.Fresh[i] { // a redelivery's age is not projection lag

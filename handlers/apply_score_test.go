@@ -102,8 +102,79 @@ func (nopMirror) Reload(context.Context, storage.Target) (storage.Top, error) {
 	return storage.Top{}, nil
 }
 
-func (nopMirror) Apply(context.Context, storage.Target, []storage.EntryState, map[string]string, int64) (storage.Top, bool, error) {
-	return storage.Top{}, false, nil
+func (nopMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
+	return make([]storage.MirrorResult, len(groups))
+}
+
+// failingMirror fails the board periods in fail and records the others, as Redis answers
+// each script of a pipeline on its own.
+type failingMirror struct {
+	fail map[string]bool
+	mu   sync.Mutex
+	seen []string // board/period of every group, in the order given
+}
+
+func (m *failingMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]storage.MirrorResult, len(groups))
+	for i, g := range groups {
+		name := g.Target.Board + "/" + g.Target.Period
+		m.seen = append(m.seen, name)
+		if m.fail[name] {
+			out[i].Err = fmt.Errorf("apply entries: %w: i/o timeout", storage.ErrUnavailable)
+		} else {
+			out[i].Changed = true
+		}
+	}
+	return out
+}
+
+func (*failingMirror) Reload(context.Context, storage.Target) (storage.Top, error) {
+	return storage.Top{}, nil
+}
+
+// recordedChanges records the tops a batch reports changed.
+type recordedChanges struct {
+	mu  sync.Mutex
+	top []string
+}
+
+func (c *recordedChanges) TopChanged(board, period string, _ storage.Top) {
+	c.mu.Lock()
+	c.top = append(c.top, board+"/"+period)
+	c.mu.Unlock()
+}
+
+func (*recordedChanges) UsersChanged(string, string, []string) {}
+
+// TestApplyScoreMirrorsEveryBoardOnceAndReportsWhatRedisTook: a batch's board periods go
+// to the mirror in one call, each once, in the order first named; when Redis fails one,
+// the batch fails (to be retried) but the tops Redis did take are reported changed, since
+// the retry finds them mirrored and would not report them.
+func TestApplyScoreMirrorsEveryBoardOnceAndReportsWhatRedisTook(t *testing.T) {
+	mirror := &failingMirror{fail: map[string]bool{"points/all_time": true}}
+	changes := &recordedChanges{}
+	a := NewApplyScore(&fakeProjection{}, mirror, changes, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	var events []storage.ScoreEvent
+	for i, b := range []string{"global", "points", "global", "season"} {
+		period := "all_time"
+		if b == "season" {
+			period = "1"
+		}
+		events = append(events, storage.ScoreEvent{EventID: fmt.Sprint("e", i), Board: b, Period: period, UserID: fmt.Sprint("u", i), Value: 1, OccurredAt: time.Now()})
+	}
+	_, err := a.apply(events)
+	if !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("a batch whose points board Redis failed: %v, want the failure", err)
+	}
+	if got, want := fmt.Sprint(mirror.seen), "[global/all_time points/all_time season/1]"; got != want {
+		t.Errorf("mirrored %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(changes.top), "[global/all_time season/1]"; got != want {
+		t.Errorf("tops reported changed %s, want %s", got, want)
+	}
 }
 
 // TestApplyScoreSplitsFailingBatches: one event PostgreSQL rejects, one that panics, or a

@@ -121,22 +121,76 @@ func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 // only its version and update time. minVersion lets the caller push the top version
 // forward. It returns ErrNotLoaded, writing nothing, when the period is not loaded.
 func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
-	k := b.keys(t.Board, t.Period)
-	args := make([]any, 0, 5+6*len(states))
-	args = append(args, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds(), len(states))
-	args = entryArgs(args, states, nicks)
-	res, err := applyScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args...).Slice()
+	r := b.ApplyAll(ctx, []MirrorGroup{{Target: t, States: states}}, nicks, minVersion)[0]
+	return r.Top, r.Changed, r.Err
+}
+
+// MirrorGroup is the entry states of one board period that ApplyAll mirrors.
+type MirrorGroup struct {
+	Target Target
+	States []EntryState
+}
+
+// MirrorResult is what Apply returns, for one group of ApplyAll.
+type MirrorResult struct {
+	Top     Top
+	Changed bool
+	Err     error
+}
+
+// ApplyAll is Apply for the board periods of one projector batch at once: their scripts
+// go in one pipeline (split by node on a cluster), one round trip for all of them. Each
+// group gets its own result; a script Redis has lost is run again on its own (NOSCRIPT:
+// it did not run).
+func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[string]string, minVersion int64) []MirrorResult {
+	type call struct {
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}
+	calls := make([]call, len(groups))
+	now := time.Now().UnixMicro()
+	for i, g := range groups {
+		k := b.keys(g.Target.Board, g.Target.Period)
+		args := make([]any, 0, 5+6*len(g.States))
+		args = append(args, b.topN, minVersion, now, g.Target.TTL.Milliseconds(), len(g.States))
+		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args: entryArgs(args, g.States, nicks)}
+	}
+	if len(calls) == 1 { // no pipeline for one call
+		calls[0].cmd = applyScript.EvalSha(ctx, b.rdb, calls[0].keys, calls[0].args...)
+	} else {
+		// Each call keeps its own answer or error, whatever Pipelined returns.
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range calls {
+				calls[i].cmd = applyScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+			}
+			return nil
+		})
+	}
+	out := make([]MirrorResult, len(groups))
+	for i, c := range calls {
+		res, err := c.cmd.Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = applyScript.Run(ctx, b.rdb, c.keys, c.args...).Slice()
+		}
+		out[i] = applyResult(res, err)
+	}
+	return out
+}
+
+// applyResult reads applyScript's answer.
+func applyResult(res []any, err error) MirrorResult {
 	if err != nil {
-		return Top{}, false, redisErr("apply entries", err)
+		return MirrorResult{Err: redisErr("apply entries", err)}
 	}
 	if res[0].(int64) == -2 {
-		return Top{}, false, ErrNotLoaded
+		return MirrorResult{Err: ErrNotLoaded}
 	}
 	top, err := parseTop(res[1], res[2], res[3])
 	if err != nil {
-		return Top{}, false, err
+		return MirrorResult{Err: err}
 	}
-	return top, res[0].(int64) == 1, nil
+	return MirrorResult{Top: top, Changed: res[0].(int64) == 1}
 }
 
 // Load writes a whole board period into Redis from states (all of its entries, read from

@@ -374,6 +374,51 @@ func TestBoardsBoardsAndPeriodsAreSeparate(t *testing.T) {
 	}
 }
 
+// TestBoardsApplyAllInOnePipeline: ApplyAll mirrors several board periods in one call,
+// each with its own answer: a period not loaded answers ErrNotLoaded and gets nothing
+// while the others are written; a script Redis lost (SCRIPT FLUSH) still runs.
+func TestBoardsApplyAllInOnePipeline(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	f.load("daily", "2025-03-01")
+	if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	daily := func(period, user string, score int64) storage.EntryState {
+		return storage.EntryState{Board: "daily", Period: period, UserID: user, Score: score, SortKey: score, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}
+	}
+	res := f.boards.ApplyAll(ctx, []storage.MirrorGroup{
+		{Target: global, States: []storage.EntryState{state("a", 3, 1, at(1))}},
+		{Target: storage.Target{Board: "daily", Period: "2025-03-02"}, States: []storage.EntryState{daily("2025-03-02", "b", 9)}},
+		{Target: storage.Target{Board: "daily", Period: "2025-03-01"}, States: []storage.EntryState{daily("2025-03-01", "c", 7)}},
+	}, map[string]string{"a": "Ann"}, 0)
+	if len(res) != 3 {
+		t.Fatalf("%d results for 3 groups", len(res))
+	}
+	for i, want := range []string{"a", "", "c"} {
+		r := res[i]
+		if want == "" {
+			if !errors.Is(r.Err, storage.ErrNotLoaded) {
+				t.Errorf("group %d (not loaded): %+v, want ErrNotLoaded", i, r)
+			}
+			continue
+		}
+		if r.Err != nil || !r.Changed || len(r.Top.Entries) != 1 || r.Top.Entries[0].UserID != want {
+			t.Errorf("group %d: %+v, want a changed top of %s", i, r, want)
+		}
+	}
+	if nick := res[0].Top.Entries[0].NickName; nick != "Ann" {
+		t.Errorf("global top nick %q, want Ann", nick)
+	}
+	if _, err := f.boards.Top(ctx, "daily", "2025-03-02", 10); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Errorf("the period not loaded was written: Top = %v", err)
+	}
+	if e := f.user("a"); e.Score != 3 {
+		t.Errorf("a = %+v, want 3", e)
+	}
+}
+
 // TestBoardsLoadOnDemand: a period that is not in Redis answers ErrNotLoaded to writes and
 // reads alike (writing nothing), until a load marks it loaded with its entries.
 func TestBoardsLoadOnDemand(t *testing.T) {
