@@ -173,6 +173,37 @@ func TestWindowSubscriberMarksOnlyPastAckedMessages(t *testing.T) {
 	none(t, out, "every message was acked")
 }
 
+// TestWindowSubscriberMarksNotPastAWaitingMessage: a message read but waiting for its
+// user's earlier one stops the group's offset like a message in flight: with a a b, acks
+// of the first a and of b leave the second a (handed out once the first is acked, never
+// acked) to come back to the next consumer first, and b after it.
+func TestWindowSubscriberMarksNotPastAWaitingMessage(t *testing.T) {
+	t.Parallel()
+	broker, topics := windowEnv(t, 3, "a", "a", "b")
+	sub, out := subscribe(t, broker, topics, "window-waiting", 3)
+	first, third := receive(t, out), receive(t, out)
+	if string(first.Payload) != "0" || string(third.Payload) != "2" {
+		t.Fatalf("handed out %s and %s, want 0 and 2 (1 waits for 0: both are a's)", first.Payload, third.Payload)
+	}
+	third.Ack()
+	none(t, out, "1 waits for 0, its user's earlier message")
+	first.Ack()
+	if second := receive(t, out); string(second.Payload) != "1" {
+		t.Fatalf("after 0's ack, %s was handed out, want 1", second.Payload)
+	} // and never acked
+	time.Sleep(time.Second) // two auto-commit intervals
+	_ = sub.Close()
+
+	_, out = subscribe(t, broker, topics, "window-waiting", 3)
+	if m := receive(t, out); string(m.Payload) != "1" {
+		t.Fatalf("the next consumer got %s first, want 1: the offset moved past a message not acked", m.Payload)
+	}
+	if m := receive(t, out); string(m.Payload) != "2" { // acked, but behind 1: at least once
+		t.Fatalf("the next consumer got %s second, want 2 again", m.Payload)
+	}
+	none(t, out, "the offset stood at 1")
+}
+
 // TestWindowSubscriberResendsANackedMessageHoldingItsKey: a nacked message comes back
 // (the same UUID), and its key's later messages wait until it is acked, while other keys'
 // messages pass them.

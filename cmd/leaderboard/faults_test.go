@@ -253,8 +253,9 @@ func TestRedisOutage(t *testing.T) {
 			t.Fatalf("write during Redis outage: %d %s", r.status, r.raw)
 		}
 	}
-	// The projector applies to PostgreSQL and keeps retrying Redis (each partition waits
-	// behind its first failing message): nothing is poisoned.
+	// The projector applies to PostgreSQL and keeps retrying Redis (each failing message
+	// holds its user's later ones, and its partition once a window's worth is read past
+	// it): nothing is poisoned.
 	eventually(t, 20*time.Second, func() string {
 		if n := env.count(`SELECT count(*) FROM score_history`); n < 2 {
 			return fmt.Sprintf("history %d", n)
