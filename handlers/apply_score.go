@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,8 @@ type ScoreProjection interface {
 type BoardMirror interface {
 	ApplyAll(ctx context.Context, groups []storage.MirrorGroup, nicks map[string]string, minVersion int64) []storage.MirrorResult
 	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
+	// CurrentTop reads a board period's whole top (to tell it again after a redelivery).
+	CurrentTop(ctx context.Context, t storage.Target) (storage.Top, error)
 }
 
 // ChangeNotifier hears what a batch changed: a board's new top, and whose entries moved.
@@ -259,6 +262,21 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 		return nil, err
 	}
 	a.metrics.stepTime.WithLabelValues("postgres").Observe(time.Since(start).Seconds())
+	if err := a.mirrorBatch(ctx, events, applied); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for i, e := range events {
+		if applied.Fresh[i] { // a redelivery's age is not projection lag
+			a.metrics.lag.Observe(now.Sub(e.OccurredAt).Seconds())
+		}
+	}
+	return applied.Fresh, nil
+}
+
+// mirrorBatch mirrors every entry a batch left into Redis, one group per board period
+// Redis keeps, then tells the change notifier what changed.
+func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEvent, applied storage.AppliedBatch) error {
 	// One group per board period Redis keeps, in the order first named; their scripts go
 	// to Redis in one pipeline.
 	type boardKey struct{ board, period string }
@@ -282,40 +300,51 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 			groups[i].States = append(groups[i].States, s)
 		}
 	}
-	start = time.Now()
+	if len(groups) == 0 {
+		return nil
+	}
+	// A board period with a redelivered event may have been mirrored by an attempt that
+	// failed after it, or whose answer was lost: Redis then finds nothing new, and its top
+	// and changed users are told again (the streams ignore a version they have).
+	redelivered := map[boardKey][]string{}
+	for i, e := range events {
+		if !applied.Fresh[i] {
+			k := boardKey{e.Board, e.Period}
+			redelivered[k] = append(redelivered[k], e.UserID)
+		}
+	}
+	start := time.Now()
 	results := a.mirror.ApplyAll(ctx, groups, applied.NickNames, applied.MaxSeq)
 	var failed error
 	for i, g := range groups {
-		r := results[i]
-		if errors.Is(r.Err, storage.ErrNotLoaded) { // PostgreSQL has the batch: load the whole period from it
-			r.Top, r.Err = a.mirror.Reload(ctx, g.Target)
+		r, t := results[i], g.Target
+		again := redelivered[boardKey{t.Board, t.Period}]
+		switch {
+		case errors.Is(r.Err, storage.ErrNotLoaded): // PostgreSQL has the batch: load the whole period from it
+			r.Top, r.Err = a.mirror.Reload(ctx, t)
 			r.Changed = true
+		case r.Err == nil && !r.Changed && len(again) > 0:
+			if top, err := a.mirror.CurrentTop(ctx, t); err == nil {
+				r.Top, r.Changed = top, true
+			}
 		}
 		if r.Err != nil {
 			failed = cmp.Or(failed, r.Err)
 			continue
 		}
-		// Every group Redis took is told, even when another failed: the retry finds it
-		// mirrored already and would not tell it again.
+		// Every group Redis took is told, even when another failed.
 		if a.changes != nil {
-			t := g.Target
 			if r.Changed {
 				a.changes.TopChanged(t.Board, t.Period, r.Top)
 			}
-			a.changes.UsersChanged(t.Board, t.Period, applied.Changed[t.Board+":"+t.Period])
+			a.changes.UsersChanged(t.Board, t.Period, slices.Concat(applied.Changed[t.Board+":"+t.Period], again))
 		}
 	}
 	if failed != nil {
-		return nil, failed
+		return failed
 	}
 	a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
-	now := time.Now()
-	for i, e := range events {
-		if applied.Fresh[i] { // a redelivery's age is not projection lag
-			a.metrics.lag.Observe(now.Sub(e.OccurredAt).Seconds())
-		}
-	}
-	return applied.Fresh, nil
+	return nil
 }
 
 // FoldWith returns the fold of a projection with the rules of the boards board looks up:

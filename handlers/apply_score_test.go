@@ -102,16 +102,29 @@ func (nopMirror) Reload(context.Context, storage.Target) (storage.Top, error) {
 	return storage.Top{}, nil
 }
 
+func (nopMirror) CurrentTop(context.Context, storage.Target) (storage.Top, error) {
+	return storage.Top{}, nil
+}
+
 func (nopMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
 	return make([]storage.MirrorResult, len(groups))
 }
 
-// failingMirror fails the board periods in fail and records the others, as Redis answers
-// each script of a pipeline on its own.
+// failingMirror fails the board periods in fail, finds nothing new in those in same (as
+// Redis answers a write it has already), and changes the others' tops, as Redis answers
+// each script of a pipeline on its own. CurrentTop answers a top of version 7.
 type failingMirror struct {
-	fail map[string]bool
-	mu   sync.Mutex
-	seen []string // board/period of every group, in the order given
+	fail, same map[string]bool
+	mu         sync.Mutex
+	seen       []string // board/period of every group, in the order given
+	read       []string // board/period of every CurrentTop
+}
+
+func (m *failingMirror) CurrentTop(_ context.Context, t storage.Target) (storage.Top, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.read = append(m.read, t.Board+"/"+t.Period)
+	return storage.Top{Version: 7}, nil
 }
 
 func (m *failingMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
@@ -121,9 +134,10 @@ func (m *failingMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup
 	for i, g := range groups {
 		name := g.Target.Board + "/" + g.Target.Period
 		m.seen = append(m.seen, name)
-		if m.fail[name] {
+		switch {
+		case m.fail[name]:
 			out[i].Err = fmt.Errorf("apply entries: %w: i/o timeout", storage.ErrUnavailable)
-		} else {
+		case !m.same[name]:
 			out[i].Changed = true
 		}
 	}
@@ -134,19 +148,25 @@ func (*failingMirror) Reload(context.Context, storage.Target) (storage.Top, erro
 	return storage.Top{}, nil
 }
 
-// recordedChanges records the tops a batch reports changed.
+// recordedChanges records the tops a batch reports changed (board/period@version) and
+// the users it reports changed (board/period:users).
 type recordedChanges struct {
-	mu  sync.Mutex
-	top []string
+	mu    sync.Mutex
+	top   []string
+	users []string
 }
 
-func (c *recordedChanges) TopChanged(board, period string, _ storage.Top) {
+func (c *recordedChanges) TopChanged(board, period string, top storage.Top) {
 	c.mu.Lock()
-	c.top = append(c.top, board+"/"+period)
+	c.top = append(c.top, fmt.Sprintf("%s/%s@%d", board, period, top.Version))
 	c.mu.Unlock()
 }
 
-func (*recordedChanges) UsersChanged(string, string, []string) {}
+func (c *recordedChanges) UsersChanged(board, period string, users []string) {
+	c.mu.Lock()
+	c.users = append(c.users, fmt.Sprintf("%s/%s:%s", board, period, strings.Join(users, ",")))
+	c.mu.Unlock()
+}
 
 // TestApplyScoreMirrorsEveryBoardOnceAndReportsWhatRedisTook: a batch's board periods go
 // to the mirror in one call, each once, in the order first named; when Redis fails one,
@@ -172,8 +192,47 @@ func TestApplyScoreMirrorsEveryBoardOnceAndReportsWhatRedisTook(t *testing.T) {
 	if got, want := fmt.Sprint(mirror.seen), "[global/all_time points/all_time season/1]"; got != want {
 		t.Errorf("mirrored %s, want %s", got, want)
 	}
-	if got, want := fmt.Sprint(changes.top), "[global/all_time season/1]"; got != want {
+	if got, want := fmt.Sprint(changes.top), "[global/all_time@0 season/1@0]"; got != want {
 		t.Errorf("tops reported changed %s, want %s", got, want)
+	}
+}
+
+// redeliveries is a projection that has applied every event before: it names their
+// entries, and none is fresh.
+type redeliveries struct{}
+
+func (redeliveries) Apply(_ context.Context, events []storage.ScoreEvent, _ storage.FoldFunc) (storage.AppliedBatch, error) {
+	out := storage.AppliedBatch{Fresh: make([]bool, len(events))}
+	for _, e := range events {
+		out.Entries = append(out.Entries, storage.EntryState{Board: e.Board, Period: e.Period, UserID: e.UserID, Score: e.Value, Version: 1})
+	}
+	return out, nil
+}
+
+// TestApplyScoreTellsARedeliveredBatchAgain: when a redelivered batch finds Redis holding
+// its entries already (an earlier attempt mirrored them, then failed or lost its answer),
+// the board's current top and the batch's users are told again, since that attempt may
+// not have told them; a board Redis changes is told as usual, without a read.
+func TestApplyScoreTellsARedeliveredBatchAgain(t *testing.T) {
+	mirror := &failingMirror{same: map[string]bool{"global/all_time": true}}
+	changes := &recordedChanges{}
+	a := NewApplyScore(redeliveries{}, mirror, changes, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	events := []storage.ScoreEvent{
+		{EventID: "e1", Board: "global", Period: "all_time", UserID: "ann", Value: 1, OccurredAt: time.Now()},
+		{EventID: "e2", Board: "points", Period: "all_time", UserID: "bob", Value: 1, OccurredAt: time.Now()},
+	}
+	if _, err := a.apply(events); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(mirror.read), "[global/all_time]"; got != want {
+		t.Errorf("current tops read %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(changes.top), "[global/all_time@7 points/all_time@0]"; got != want {
+		t.Errorf("tops told %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(changes.users), "[global/all_time:ann points/all_time:bob]"; got != want {
+		t.Errorf("users told %s, want %s", got, want)
 	}
 }
 

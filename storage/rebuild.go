@@ -148,6 +148,11 @@ func (m Mirror) Reload(ctx context.Context, t Target) (Top, error) {
 	return m.Boards.Reload(ctx, m.Ranks, t)
 }
 
+// CurrentTop reads a board period's whole cached top, as Apply returns a changed one.
+func (m Mirror) CurrentTop(ctx context.Context, t Target) (Top, error) {
+	return m.Boards.Top(ctx, t.Board, t.Period, m.TopN())
+}
+
 // Exists reports whether PostgreSQL has any entry of a board period.
 func (m Mirror) Exists(ctx context.Context, board, period string) (bool, error) {
 	return m.Ranks.Exists(ctx, board, period)

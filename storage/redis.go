@@ -139,9 +139,9 @@ type MirrorResult struct {
 }
 
 // ApplyAll is Apply for the board periods of one projector batch at once: their scripts
-// go in one pipeline (split by node on a cluster), one round trip for all of them. Each
-// group gets its own result; a script Redis has lost is run again on its own (NOSCRIPT:
-// it did not run).
+// go in pipelines of up to applyPipeline (split by node on a cluster), one round trip for
+// many of them. Each group gets its own result; a script Redis has lost is run again on
+// its own (NOSCRIPT: it did not run).
 func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[string]string, minVersion int64) []MirrorResult {
 	type call struct {
 		keys []string
@@ -157,26 +157,34 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args: entryArgs(args, g.States, nicks)}
 	}
 	if len(calls) == 1 { // no pipeline for one call
-		calls[0].cmd = applyScript.EvalSha(ctx, b.rdb, calls[0].keys, calls[0].args...)
+		calls[0].cmd = applyScript.Run(ctx, b.rdb, calls[0].keys, calls[0].args...)
 	} else {
-		// Each call keeps its own answer or error, whatever Pipelined returns.
-		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range calls {
-				calls[i].cmd = applyScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
-			}
-			return nil
-		})
+		// Each pipeline answers within the client's read timeout, like one call did; each
+		// call keeps its own answer or error, whatever Pipelined returns.
+		for from := 0; from < len(calls); from += applyPipeline {
+			part := calls[from:min(from+applyPipeline, len(calls))]
+			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i := range part {
+					part[i].cmd = applyScript.EvalSha(ctx, p, part[i].keys, part[i].args...)
+				}
+				return nil
+			})
+		}
 	}
 	out := make([]MirrorResult, len(groups))
 	for i, c := range calls {
 		res, err := c.cmd.Slice()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			res, err = applyScript.Run(ctx, b.rdb, c.keys, c.args...).Slice()
+			res, err = applyScript.Eval(ctx, b.rdb, c.keys, c.args...).Slice()
 		}
 		out[i] = applyResult(res, err)
 	}
 	return out
 }
+
+// applyPipeline bounds the scripts of one ApplyAll pipeline, whose answers come within one
+// read timeout (300 ms by default): 64 scripts of small boards take about 20 ms here.
+const applyPipeline = 64
 
 // applyResult reads applyScript's answer.
 func applyResult(res []any, err error) MirrorResult {

@@ -419,6 +419,26 @@ func TestBoardsApplyAllInOnePipeline(t *testing.T) {
 	}
 }
 
+// TestBoardsApplyAllManyPeriods: more board periods than one pipeline takes all get
+// their entries and their own tops.
+func TestBoardsApplyAllManyPeriods(t *testing.T) {
+	t.Parallel()
+	f := newBoardsFixture(t, 10)
+	ctx := testContext(t)
+	var groups []storage.MirrorGroup
+	for i := range 150 {
+		m := storage.Target{Board: fmt.Sprintf("match:m%d", i), Period: "match"}
+		f.load(m.Board, m.Period)
+		st := storage.EntryState{Board: m.Board, Period: m.Period, UserID: fmt.Sprint("u", i), Score: int64(i), SortKey: int64(i), Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}
+		groups = append(groups, storage.MirrorGroup{Target: m, States: []storage.EntryState{st}})
+	}
+	for i, r := range f.boards.ApplyAll(ctx, groups, nil, 0) {
+		if r.Err != nil || !r.Changed || len(r.Top.Entries) != 1 || r.Top.Entries[0].UserID != fmt.Sprint("u", i) || r.Top.Entries[0].Score != int64(i) {
+			t.Fatalf("group %d: %+v, want a changed top of u%d with %d", i, r, i, i)
+		}
+	}
+}
+
 // TestBoardsLoadOnDemand: a period that is not in Redis answers ErrNotLoaded to writes and
 // reads alike (writing nothing), until a load marks it loaded with its entries.
 func TestBoardsLoadOnDemand(t *testing.T) {
