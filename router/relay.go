@@ -264,7 +264,10 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		if err != nil {
 			return err
 		}
-		elapsed := start.Sub(prev) // the rows read came in this time (from the start of the first read, none)
+		elapsed := time.Duration(0) // the rows read came in this time (the first read's: unknown)
+		if !prev.IsZero() {
+			elapsed = start.Sub(prev)
+		}
 		prev = start
 		switch {
 		case n == r.cfg.Batch:

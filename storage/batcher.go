@@ -65,9 +65,10 @@ func NewLingeringBatcher[T, R any](workers, maxBatch int, linger time.Duration, 
 }
 
 // NewAdaptiveBatcher is NewLingeringBatcher whose linger follows the load: a worker waits
-// the whole linger only when, at the rate items came lately, a linger gathers half a
-// batch or more, and proportionally less below, so that a quiet caller is served at once
-// and busy ones share large batches.
+// the whole linger only when, at the rate items came lately, a linger brings half a
+// batch's worth of items or more (shared by the workers gathering meanwhile), and
+// proportionally less below, so that a quiet caller is served at once and busy ones
+// share large batches.
 func NewAdaptiveBatcher[T, R any](workers, maxBatch int, linger time.Duration, handle func([]T) []Result[R]) *Batcher[T, R] {
 	return newBatcher(workers, maxBatch, linger, false, true, handle)
 }
@@ -231,6 +232,9 @@ func (b *Batcher[T, R]) lingerNow() time.Duration {
 // batch: the whole linger from that rate up, proportionally less below. With batches of
 // 500 and a linger of 40 ms, the whole linger from 6,250 items a second, 13 ms at 2,000.
 func loadLinger(linger time.Duration, maxBatch int, perSecond float64) time.Duration {
+	if maxBatch <= 0 || perSecond <= 0 {
+		return 0
+	}
 	fill := perSecond * linger.Seconds() / (float64(maxBatch) / 2)
 	if fill >= 1 {
 		return linger
