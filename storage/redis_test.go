@@ -382,6 +382,8 @@ func TestBoardsApplyAllInOnePipeline(t *testing.T) {
 	f := newBoardsFixture(t, 10)
 	ctx := testContext(t)
 	f.load("daily", "2025-03-01")
+	sent := &pipelines{}
+	f.rdb.AddHook(sent)
 	if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +397,9 @@ func TestBoardsApplyAllInOnePipeline(t *testing.T) {
 	}, map[string]string{"a": "Ann"}, 0)
 	if len(res) != 3 {
 		t.Fatalf("%d results for 3 groups", len(res))
+	}
+	if p := sent.take("evalsha"); len(p) != 1 || len(p[0]) != 3 {
+		t.Errorf("the scripts went in %d pipelines (%v), want one of 3", len(p), p)
 	}
 	for i, want := range []string{"a", "", "c"} {
 		r := res[i]
