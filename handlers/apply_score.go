@@ -278,7 +278,7 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 // Redis keeps, then tells the change notifier what changed.
 func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEvent, applied storage.AppliedBatch) error {
 	// One group per board period Redis keeps, in the order first named; their scripts go
-	// to Redis in one pipeline.
+	// to Redis in pipelines (storage.Boards.ApplyAll).
 	type boardKey struct{ board, period string }
 	at := map[boardKey]int{}
 	var groups []storage.MirrorGroup

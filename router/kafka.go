@@ -131,11 +131,11 @@ func NewKafkaSubscriber(brokers []string, group string, window int, logger water
 	cfg.Consumer.Offsets.AutoCommit.Interval = 500 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.Timeout = 60 * time.Second
 	// A fetch is answered as soon as a message waits (an idle one after 500 ms, so an idle
-	// consumer fetches twice a second; both are sarama's defaults, set here on purpose). Under load the relay's produce requests already
-	// carry batches (its reads are spaced by the load), so a fetch brings a batch, not a
-	// message: at 2,000 writes/s and at saturation this costs no more CPU per event than
-	// waiting for 16 KiB or 100 ms did, and a lone score is visible in about 10 ms instead
-	// of 65 (at 200 writes/s, p50).
+	// consumer fetches twice a second; both are sarama's defaults, set here on purpose).
+	// Under load the relay's produce requests already carry batches (its reads are spaced
+	// by the load), so a fetch brings a batch, not a message: at 2,000 writes/s and at
+	// saturation this costs no more CPU per event than waiting for 16 KiB or 100 ms did,
+	// and a lone score is visible in about 10 ms instead of 65 (at 200 writes/s, p50).
 	cfg.Consumer.Fetch.Min = 1
 	cfg.Consumer.MaxWaitTime = 500 * time.Millisecond
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond

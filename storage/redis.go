@@ -156,20 +156,16 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 		args = append(args, b.topN, minVersion, now, g.Target.TTL.Milliseconds(), len(g.States))
 		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args: entryArgs(args, g.States, nicks)}
 	}
-	if len(calls) == 1 { // no pipeline for one call
-		calls[0].cmd = applyScript.Run(ctx, b.rdb, calls[0].keys, calls[0].args...)
-	} else {
-		// Each pipeline answers within the client's read timeout, like one call did; each
-		// call keeps its own answer or error, whatever Pipelined returns.
-		for from := 0; from < len(calls); from += applyPipeline {
-			part := calls[from:min(from+applyPipeline, len(calls))]
-			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for i := range part {
-					part[i].cmd = applyScript.EvalSha(ctx, p, part[i].keys, part[i].args...)
-				}
-				return nil
-			})
-		}
+	// Each pipeline answers within the client's read timeout, like one call did; each call
+	// keeps its own answer or error, whatever Pipelined returns.
+	for from := 0; from < len(calls); from += applyPipeline {
+		part := calls[from:min(from+applyPipeline, len(calls))]
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range part {
+				part[i].cmd = applyScript.EvalSha(ctx, p, part[i].keys, part[i].args...)
+			}
+			return nil
+		})
 	}
 	out := make([]MirrorResult, len(groups))
 	for i, c := range calls {
