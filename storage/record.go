@@ -76,23 +76,22 @@ var errBadRecord = errors.New("malformed entry record")
 
 // decodeRecord reads a user's record, with the sort key Redis holds for its member.
 func decodeRecord(user, rec string, sortKey float64) (storedEntry, error) {
-	bad := fmt.Errorf("%w for %s: %x", errBadRecord, user, rec)
 	if len(rec) < memberPrefixLen+3 {
-		return storedEntry{}, bad
+		return storedEntry{}, badRecord(user, rec)
 	}
 	inv := binary.BigEndian.Uint64([]byte(rec[:memberPrefixLen]))
 	rest := []byte(rec[memberPrefixLen:])
 	version, n1 := binary.Uvarint(rest)
 	if n1 <= 0 {
-		return storedEntry{}, bad
+		return storedEntry{}, badRecord(user, rec)
 	}
 	flags, n2 := binary.Uvarint(rest[n1:])
 	if n2 <= 0 {
-		return storedEntry{}, bad
+		return storedEntry{}, badRecord(user, rec)
 	}
 	diff, n3 := binary.Uvarint(rest[n1+n2:])
 	if n3 <= 0 || n1+n2+n3 != len(rest) || inv > math.MaxInt64 {
-		return storedEntry{}, bad
+		return storedEntry{}, badRecord(user, rec)
 	}
 	base := scoreValue(sortKey, flags&1 == 1)
 	reached := math.MaxInt64 - int64(inv)
@@ -104,6 +103,9 @@ func decodeRecord(user, rec string, sortKey float64) (storedEntry, error) {
 		member:  rec[:memberPrefixLen] + user,
 	}, nil
 }
+
+// badRecord is decodeRecord's error (built only when a record is bad: every read decodes).
+func badRecord(user, rec string) error { return fmt.Errorf("%w for %s: %x", errBadRecord, user, rec) }
 
 // invertedTime is MaxInt64 - t in µs: later times give smaller numbers.
 func invertedTime(t time.Time) uint64 { return uint64(math.MaxInt64 - t.UnixMicro()) }

@@ -71,11 +71,14 @@ type Boards struct {
 	// tops keeps the tops read last, parsed, by key: a read whose top has not changed
 	// since gets its version and time from Redis, not its body.
 	tops *topCache
+	// names keeps the key names of the board periods used lately (every write and read
+	// names one: built each time, they were a tenth of the accept path's allocations).
+	names *keyNames
 }
 
 // NewBoards returns the Redis store; topN is the size of each board's cached top.
 func NewBoards(rdb redis.UniversalClient, prefix string, topN int) *Boards {
-	return &Boards{rdb: rdb, prefix: prefix, topN: topN, reads: rdb, tops: newTopCache()}
+	return &Boards{rdb: rdb, prefix: prefix, topN: topN, reads: rdb, tops: newTopCache(), names: &keyNames{}}
 }
 
 // WithPipe returns the store with its Top and User reads sent through pipe, in pipelines
@@ -95,10 +98,42 @@ type keys struct {
 }
 
 func (b *Boards) keys(board, period string) keys {
+	return b.names.get(board, period, b.buildKeys)
+}
+
+func (b *Boards) buildKeys(board, period string) keys {
 	tag := b.prefix + ":{" + board + "}:"
 	base := tag + period + ":"
 	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
 		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver"}
+}
+
+// maxKeyNames bounds keyNames: past it the names are forgotten and built again as used
+// (a board of matches has a period per match; a few hundred are live at once).
+const maxKeyNames = 4096
+
+// keyNames remembers the key names of board periods.
+type keyNames struct {
+	mu    sync.RWMutex
+	names map[[2]string]keys
+}
+
+func (c *keyNames) get(board, period string, build func(board, period string) keys) keys {
+	id := [2]string{board, period}
+	c.mu.RLock()
+	k, ok := c.names[id]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = build(board, period)
+	c.mu.Lock()
+	if c.names == nil || len(c.names) >= maxKeyNames {
+		c.names = make(map[[2]string]keys)
+	}
+	c.names[id] = k
+	c.mu.Unlock()
+	return k
 }
 
 // entryArgs appends the script arguments of entry states: user, record, sort key,
