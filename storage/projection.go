@@ -268,8 +268,8 @@ type historyKey struct{ user, id, board, period string }
 // events that were not there yet, with the highest sequence number it assigned.
 func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[historyKey]bool, maxSeq int64)) {
 	n := len(events)
-	ids, boards, periods, ops, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	values, times, metas := make([]int64, n), make([]time.Time, n), make([]*string, n)
+	ids, boards, periods, ops, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
+	values, times, metas := make(pgInt64s, n), make(pgTimes, n), make([]*string, n)
 	for i, e := range events {
 		ids[i], boards[i], periods[i], ops[i], users[i], values[i], times[i] = e.EventID, e.Board, e.Period, e.Operator, e.UserID, e.Value, e.OccurredAt
 		metas[i] = jsonText(e.Metadata)
@@ -336,8 +336,8 @@ func queueReadEntries(b *pgx.Batch, keys []EntryKey, out map[EntryKey]EntryState
 	})
 }
 
-func splitKeys(keys []EntryKey) (boards, periods, users []string) {
-	boards, periods, users = make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+func splitKeys(keys []EntryKey) (boards, periods, users pgTexts) {
+	boards, periods, users = make(pgTexts, len(keys)), make(pgTexts, len(keys)), make(pgTexts, len(keys))
 	for i, k := range keys {
 		boards[i], periods[i], users[i] = k.Board, k.Period, k.UserID
 	}
@@ -358,7 +358,7 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		}
 	}
 	if len(removed) > 0 {
-		boards, periods, users := make([]string, len(removed)), make([]string, len(removed)), make([]string, len(removed))
+		boards, periods, users := make(pgTexts, len(removed)), make(pgTexts, len(removed)), make(pgTexts, len(removed))
 		for i, s := range removed {
 			boards[i], periods[i], users[i] = s.Board, s.Period, s.UserID
 		}
@@ -369,9 +369,9 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		return
 	}
 	n := len(states)
-	boards, periods, users := make([]string, n), make([]string, n), make([]string, n)
-	scores, sortKeys, versions := make([]int64, n), make([]int64, n), make([]int64, n)
-	reached, updated, metas := make([]time.Time, n), make([]time.Time, n), make([]*string, n)
+	boards, periods, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
+	scores, sortKeys, versions := make(pgInt64s, n), make(pgInt64s, n), make(pgInt64s, n)
+	reached, updated, metas := make(pgTimes, n), make(pgTimes, n), make([]*string, n)
 	for i, s := range states {
 		boards[i], periods[i], users[i], scores[i], sortKeys[i], versions[i] = s.Board, s.Period, s.UserID, s.Score, s.SortKey, s.Version
 		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
@@ -434,9 +434,9 @@ func queueDeleteForwarded(b *pgx.Batch, events []ScoreEvent, shards int) {
 		offset int64
 	}
 	type rows struct {
-		txs     []string
-		offsets []int64
-		ids     []string
+		txs     pgTexts
+		offsets pgInt64s
+		ids     pgTexts
 	}
 	seen := map[key]bool{}
 	byShard := map[int]*rows{}

@@ -97,7 +97,7 @@ func connRows(c *pgx.Conn) queryRows {
 
 // recordedHashes returns the body hashes recorded for keys.
 func recordedHashes(ctx context.Context, q queryRows, keys []requestKey) (map[requestKey][]byte, error) {
-	users, events := make([]string, len(keys)), make([]string, len(keys))
+	users, events := make(pgTexts, len(keys)), make(pgTexts, len(keys))
 	for i, k := range keys {
 		users[i], events[i] = k.user, k.event
 	}
@@ -124,7 +124,7 @@ const recordedHashesSQL = `
 		JOIN unnest($1::text[], $2::text[]) AS k(u, e) ON r.user_id = k.u AND r.event_id = k.e`
 
 func requestsArgs(cmds []Command) []any {
-	ids, hashes, users, boards := make([]string, len(cmds)), make([][]byte, len(cmds)), make([]string, len(cmds)), make([]string, len(cmds))
+	ids, hashes, users, boards := make(pgTexts, len(cmds)), make(pgBytes, len(cmds)), make(pgTexts, len(cmds)), make(pgTexts, len(cmds))
 	for i, c := range cmds {
 		ids[i], hashes[i], users[i], boards[i] = c.EventID, c.BodyHash, c.UserID, c.Board
 	}
