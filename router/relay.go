@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -353,6 +354,8 @@ type envelope struct {
 	Metadata         map[string]string `json:"metadata"`
 }
 
+var envelopeKey = []byte(`"destination_topic"`)
+
 // producerMessage turns an outbox message into the Kafka message Watermill would
 // produce: the message UUID and metadata as headers, the user id as key. A forwarder
 // envelope is unwrapped and goes to the topic it names, without the name of an outbox
@@ -361,7 +364,9 @@ type envelope struct {
 // deletes the envelope's row once the message is applied.
 func (r *Relay) producerMessage(msg *message.Message) (*sarama.ProducerMessage, error) {
 	var env envelope
-	if json.Unmarshal(msg.Payload, &env) == nil && env.DestinationTopic != "" {
+	// Only an envelope names a destination topic (Watermill's forwarder writes the key as
+	// it is); a command is not decoded twice to find that out.
+	if bytes.Contains(msg.Payload, envelopeKey) && json.Unmarshal(msg.Payload, &env) == nil && env.DestinationTopic != "" {
 		inner := message.NewMessage(env.UUID, env.Payload)
 		inner.Metadata = env.Metadata
 		delete(inner.Metadata, messages.MetaOutboxRow)

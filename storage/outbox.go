@@ -3,9 +3,11 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,6 +219,71 @@ func (o *Outbox) commitOn(ctx context.Context, c *pgx.Conn, cmds []Command) ([]A
 	return outcomes, nil
 }
 
+// insertMessagesQuery inserts msgs into the watermill-sql messages table, in order, as
+// watermill-sql's PostgreSQL schema adapter does (uuid, JSON payload, metadata as a JSON
+// object of strings, the inserting transaction's id), but with one statement text for
+// any number of messages: the adapter's VALUES list has three parameters per message, so
+// every batch size was a statement of its own to prepare on every connection.
+func insertMessagesQuery(table string, msgs []*message.Message) (wsql.Query, error) {
+	uuids, payloads, metas := make(pgTexts, len(msgs)), make(pgTexts, len(msgs)), make(pgTexts, len(msgs))
+	for i, m := range msgs {
+		md, err := encodeMetadata(m.Metadata)
+		if err != nil {
+			return wsql.Query{}, fmt.Errorf("metadata of message %s: %w", m.UUID, err)
+		}
+		uuids[i], payloads[i], metas[i] = m.UUID, string(m.Payload), md
+	}
+	return wsql.Query{Query: `
+		INSERT INTO ` + table + ` (uuid, payload, metadata, transaction_id)
+		SELECT k.u, k.p::json, k.m::json, pg_current_xact_id()
+		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(u, p, m, n)
+		ORDER BY k.n`, Args: []any{uuids, payloads, metas}}, nil
+}
+
+// encodeMetadata writes metadata as json.Marshal does (keys in order, strings escaped
+// alike); metadata of plain ASCII without a character JSON escapes, all of ours, is
+// written without reflection.
+func encodeMetadata(md message.Metadata) (string, error) {
+	keys := make([]string, 0, len(md))
+	size := 2
+	for k, v := range md {
+		if !plainJSON(k) || !plainJSON(v) {
+			b, err := json.Marshal(md)
+			return string(b), err
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteString(`":"`)
+		b.WriteString(md[k])
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), nil
+}
+
+// plainJSON says whether json.Marshal writes s as it is between quotes: printable ASCII
+// but for '"', '\\' and the HTML characters it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
 // record records the commands' requests in tx and publishes the new ones.
 func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]AcceptOutcome, error) {
 	outcomes, err := recordRequests(ctx, txRows(tx), cmds)
@@ -236,9 +303,9 @@ func (o *Outbox) record(ctx context.Context, tx *sql.Tx, cmds []Command) ([]Acce
 }
 
 // publishQueries returns the statements that publish the Accepted commands to their
-// shards' outbox tables: one insert per shard written, watermill-sql's schema adapter's
-// own (plain messages, no forwarder envelope: the relay knows their topic), then one
-// statement waking the relays of every shard written on commit.
+// shards' outbox tables: one insert per shard written (insertMessagesQuery: plain
+// messages, no forwarder envelope, the relay knows their topic), then one statement
+// waking the relays of every shard written on commit.
 func (o *Outbox) publishQueries(cmds []Command, outcomes []AcceptOutcome) ([]wsql.Query, error) {
 	byShard := make([][]*message.Message, o.shards)
 	for i, c := range cmds {
@@ -257,7 +324,7 @@ func (o *Outbox) publishQueries(cmds []Command, outcomes []AcceptOutcome) ([]wsq
 		if len(msgs) == 0 {
 			continue
 		}
-		q, err := o.schema.Messages.InsertQuery(o.schema.Topic(shard), msgs)
+		q, err := insertMessagesQuery(o.schema.Messages.MessagesTable(o.schema.Topic(shard)), msgs)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: %w", err)
 		}

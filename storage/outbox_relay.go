@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -131,9 +132,11 @@ func (c *shardClaim) Read(ctx context.Context, limit int) ([]*message.Message, b
 	)
 	for rows.Next() {
 		var (
-			offset                    int64
-			txID, uuid, payload, meta string
-			ready                     bool
+			offset     int64
+			txID, uuid string
+			payload    []byte
+			meta       pgtype.DriverBytes // read before the next row
+			ready      bool
 		)
 		if err := rows.Scan(&offset, &txID, &uuid, &payload, &meta, &ready); err != nil {
 			return nil, false, err
@@ -142,9 +145,12 @@ func (c *shardClaim) Read(ctx context.Context, limit int) ([]*message.Message, b
 			pending = true
 			break
 		}
-		msg := message.NewMessage(uuid, []byte(payload))
-		if err := json.Unmarshal([]byte(meta), &msg.Metadata); err != nil {
-			return nil, false, fmt.Errorf("outbox row %d: metadata: %w", offset, err)
+		msg := message.NewMessage(uuid, payload)
+		var ok bool
+		if msg.Metadata, ok = decodeFlatMetadata(meta); !ok {
+			if err := json.Unmarshal(meta, &msg.Metadata); err != nil {
+				return nil, false, fmt.Errorf("outbox row %d: metadata: %w", offset, err)
+			}
 		}
 		if msg.Metadata == nil {
 			msg.Metadata = message.Metadata{}
@@ -161,6 +167,56 @@ func (c *shardClaim) Read(ctx context.Context, limit int) ([]*message.Message, b
 		c.last.offset, c.last.txID, c.unacked = lastOff, lastTxID, true
 	}
 	return out, pending, nil
+}
+
+// decodeFlatMetadata decodes metadata as json.Marshal writes a message's (an object of
+// plain strings, no spaces) without reflection; ok is false for anything else (an escape,
+// a byte outside ASCII, another shape), which json.Unmarshal then decodes.
+func decodeFlatMetadata(b []byte) (md message.Metadata, ok bool) {
+	if len(b) < 2 || b[0] != '{' {
+		return nil, false
+	}
+	md = message.Metadata{}
+	i := 1
+	if b[i] == '}' {
+		return md, i+1 == len(b)
+	}
+	str := func() (string, bool) {
+		if i >= len(b) || b[i] != '"' {
+			return "", false
+		}
+		start := i + 1
+		for j := start; j < len(b); j++ {
+			switch c := b[j]; {
+			case c == '"':
+				i = j + 1
+				return string(b[start:j]), true
+			case c == '\\' || c < 0x20 || c >= 0x80:
+				return "", false
+			}
+		}
+		return "", false
+	}
+	for {
+		k, ok := str()
+		if !ok || i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i++
+		v, ok := str()
+		if !ok || i >= len(b) {
+			return nil, false
+		}
+		md[k] = v
+		switch b[i] {
+		case ',':
+			i++
+		case '}':
+			return md, i+1 == len(b)
+		default:
+			return nil, false
+		}
+	}
 }
 
 // Ack stores the position of the last row read in the shard's offsets table (the row
