@@ -9,10 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/openleaderboard/leaderboard/messages"
 )
 
 // KafkaVersion is the protocol version spoken to the brokers (Apache Kafka 3.6+; kfake).
@@ -94,13 +91,9 @@ func EnsureTopics(brokers []string, t Topics) error {
 	return nil
 }
 
-// partitionKey takes the Kafka key from the message metadata: the user id for score
-// events, board and period for notifications.
-func partitionKey(_ string, msg *message.Message) (string, error) {
-	return msg.Metadata.Get(messages.MetaPartitionKey), nil
-}
-
-var marshaler = kafka.NewWithPartitioningMarshaler(partitionKey)
+// marshaler takes the Kafka key from the message metadata (messages.MetaPartitionKey):
+// the user id for score events, board and period for notifications.
+var marshaler = wireMarshaler{}
 
 // NewKafkaPublisher returns a synchronous, idempotent publisher that waits for all
 // in-sync replicas. Each role gets its own: a router closes the publishers it is given.
