@@ -14,6 +14,9 @@ func Permanent(err error) error { return &PermanentError{Err: err} }
 
 // IsPermanent reports whether err is, or wraps, a PermanentError.
 func IsPermanent(err error) bool {
+	if err == nil { // asked of every message handled
+		return false
+	}
 	var p *PermanentError
 	return errors.As(err, &p)
 }

@@ -114,12 +114,18 @@ func logAttempts(logger *slog.Logger) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			out, err := h(msg)
+			level, text := slog.LevelDebug, "message handled"
+			if err != nil {
+				level, text = slog.LevelWarn, "handler attempt failed"
+			}
+			if !logger.Enabled(msg.Context(), level) { // the attributes cost a few allocations a message
+				return out, err
+			}
 			attrs := []any{"correlation_id", middleware.MessageCorrelationID(msg), "event_id", msg.Metadata.Get("event_id"), "message_uuid", msg.UUID}
 			if err != nil {
-				logger.Warn("handler attempt failed", append(attrs, "err", err)...)
-			} else {
-				logger.Debug("message handled", attrs...)
+				attrs = append(attrs, "err", err)
 			}
+			logger.Log(msg.Context(), level, text, attrs...)
 			return out, err
 		}
 	}
