@@ -14,6 +14,8 @@
 #   BENCH_FANOUT=0 BENCH_ARGS="-phases limiter -limiter-duration 10s" bash scripts/bench.sh   # only the limiter's cost
 #   BENCH_WRITES=0 bash scripts/bench.sh           # only the fan-out run (scripts/bench-fanout.sh)
 #   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write and read benchmark
+#   BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh   # against a PostgreSQL of its own, sized for the
+#                                                  # write rate (see below; the fan-out run keeps the machine's)
 #   BENCH_FANOUT_SIZES="1000 5000" bash scripts/bench.sh   # fan-out sizes (see bench-fanout.sh)
 #
 # loadgen's phases (-phases, default all, in this order; see `bin/loadgen -h`):
@@ -72,7 +74,7 @@ fi
 results=bench-results
 db=${BENCH_DATABASE:-leaderboard_bench}
 addr=${BENCH_HTTP_ADDR:-127.0.0.1:18080}
-pg_url="postgres://postgres@127.0.0.1:5432/${db}?sslmode=disable"
+pg_port=5432
 redis_url=${BENCH_REDIS_URL:-redis://127.0.0.1:6379/0}
 prefix="bench-$(date +%s)"
 secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -80,6 +82,42 @@ ready_timeout=60
 
 mkdir -p "$results" bin
 bash scripts/services.sh
+
+# BENCH_PG=sized runs the benchmark against a PostgreSQL of its own, sized for its write
+# rate as README's "PostgreSQL sizing" advises (the machine's, Debian's defaults, checkpoints
+# every 40 s or so at 5,000 scores/s): a fresh cluster of the installed version in a
+# temporary directory on port BENCH_PG_PORT (5433), stopped and deleted when the run ends.
+# BENCH_PG_SETTINGS overrides its settings (postgres -c options).
+pg_dir=""
+stop_pg() {
+  [ -n "$pg_dir" ] || return 0
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$pg_dir"
+  pg_dir=""
+}
+case "${BENCH_PG:-machine}" in
+machine) ;;
+sized)
+  pg_bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")
+  pg_port=${BENCH_PG_PORT:-5433}
+  pg_settings=${BENCH_PG_SETTINGS:-"-c shared_buffers=1GB -c max_wal_size=8GB -c min_wal_size=1GB -c checkpoint_timeout=15min -c wal_init_zero=off -c autovacuum=off"}
+  pg_dir=$(mktemp -d -t leaderboard-bench-pg.XXXXXX)
+  trap stop_pg EXIT # until cleanup (below) takes over
+  chown postgres: "$pg_dir"
+  echo "bench: starting a PostgreSQL of its own ($pg_bin, port $pg_port: $pg_settings)"
+  runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust >"$pg_dir/initdb.log" 2>&1 ||
+    { cat "$pg_dir/initdb.log" >&2; exit 1; }
+  # shellcheck disable=SC2086 # the settings are options
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
+    -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 $pg_settings" start >/dev/null ||
+    { cat "$pg_dir/server.log" >&2; exit 1; }
+  ;;
+*)
+  echo "bench: BENCH_PG is machine (the machine's PostgreSQL on 5432) or sized, not $BENCH_PG" >&2
+  exit 1
+  ;;
+esac
+pg_url="postgres://postgres@127.0.0.1:${pg_port}/${db}?sslmode=disable"
 
 # The bench's boards: the shipped ones plus `big` for the bigreads phase. The example file is
 # one top-level `boards:` list; the extra board is appended as one more item of it, indented
@@ -106,10 +144,10 @@ go build -o bin/leaderboard ./cmd/leaderboard
 go build -o bin/loadgen ./cmd/loadgen
 
 echo "bench: recreating database $db"
-psql -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 -q \
+psql -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -v ON_ERROR_STOP=1 -q \
   -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\""
 
-if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc 'SHOW autovacuum')" != on ]; then
+if [ "$(psql -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -Atc 'SHOW autovacuum')" != on ]; then
   echo "bench: NOTE: autovacuum is off on this PostgreSQL: the service vacuums and analyzes its own tables" \
     "(autovacuum's thresholds, checked every 15 s), and its PostgreSQL CPU includes that"
 fi
@@ -150,6 +188,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   release
+  stop_pg
   exit "$rc"
 }
 trap cleanup EXIT
