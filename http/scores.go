@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -231,8 +232,10 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 		return
 	}
 	s.metrics.accepts.WithLabelValues(sub.Board.ID, res.Outcome.String()).Inc()
-	s.Logger.Debug("score command", "outcome", res.Outcome, "request_id", requestIDFrom(r.Context()), "event_id", sub.EventID, "user_id", sub.UserID)
-	if r.URL.Query().Get("wait") == "true" {
+	if s.Logger.Enabled(r.Context(), slog.LevelDebug) { // its attributes cost allocations on every write
+		s.Logger.Debug("score command", "outcome", res.Outcome, "request_id", requestIDFrom(r.Context()), "event_id", sub.EventID, "user_id", sub.UserID)
+	}
+	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" {
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
 		defer cancel()
 		if cur, ok := s.submissions.WaitApplied(ctx, sub, res); ok {
