@@ -567,3 +567,66 @@ func TestOutboxLingers(t *testing.T) {
 		t.Errorf("transactions of %v commands, want one of 3", batches)
 	}
 }
+
+// A group commit inserts its commands in the order they were queued (one user's commands
+// keep their order through the relay), whatever their event ids, and each row is what
+// watermill-sql's adapter writes: the message's payload and its metadata as a JSON object.
+func TestOutboxKeepsABatchsOrder(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	release := f.blockShard(ctx, "erin")
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	want := []string{"blocker"}
+	for i := range n {
+		id := fmt.Sprintf("ev-%c", 'z'-i) // later commands sort first
+		want = append(want, id)
+		cmd := command(id, "erin", fmt.Sprintf(`{"n":%d}`, i))
+		cmd.Msg.Metadata.Set("correlation_id", "c&<"+id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = f.outbox.Accept(ctx, cmd)
+		}()
+		for f.outbox.Queued() < i+1 { // queued one after the other
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Accept %d: %v", i, err)
+		}
+	}
+	shard := storage.ShardOf("erin", testShards)
+	if got := outboxRows(t, f.pool, shard); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("outbox rows %v, want %v", got, want)
+	}
+	rows, err := f.pool.Query(ctx, `SELECT uuid, payload::text, metadata::text FROM `+outboxTable(shard)+` WHERE uuid <> 'blocker' ORDER BY "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var id, payload, meta string
+		if err := rows.Scan(&id, &payload, &meta); err != nil {
+			t.Fatal(err)
+		}
+		wantMeta, _ := json.Marshal(map[string]string{"correlation_id": "c&<" + id, "partition_key": "erin"})
+		if payload != fmt.Sprintf(`{"n":%d}`, i) || meta != string(wantMeta) {
+			t.Errorf("row %s: payload %s, metadata %s; want {\"n\":%d}, %s", id, payload, meta, i, wantMeta)
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
