@@ -20,6 +20,9 @@ var DeleteForwardedSQL = deleteForwardedSQL
 // ClaimSession is the session a relay's claim holds its shard's lock on.
 func ClaimSession(c OutboxClaim) *pgxpool.Conn { return c.(*shardClaim).conn }
 
+// TableMaintenanceLooks counts m's looks at the tables' statistics for grown tables.
+func TableMaintenanceLooks(m *TableMaintenance) int64 { return m.looks.Load() }
+
 // PaceTableMaintenance replaces autovacuum's pace (vacuum_cost_delay, vacuum_cost_limit)
 // in m's sessions.
 func PaceTableMaintenance(m *TableMaintenance, costDelay, costLimit string) {

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,10 @@ type TableMaintenance struct {
 	logger   *slog.Logger
 	// costDelay and costLimit, when set (tests), replace autovacuum's pace.
 	costDelay, costLimit string
+	// inserted is the database's count of inserted rows at the last look for grown
+	// tables (-1: none yet); looks counts the looks that read the tables' statistics.
+	inserted int64
+	looks    atomic.Int64
 }
 
 // NewTableMaintenance covers the board tables and the outbox tables of every shard: a
@@ -37,7 +42,7 @@ func NewTableMaintenance(pool *pgxpool.Pool, schema OutboxSchema, shards int, in
 		topic := schema.Topic(shard)
 		tables = append(tables, schema.Messages.MessagesTable(topic), schema.Offsets.MessagesOffsetsTable(topic))
 	}
-	return &TableMaintenance{pool: pool, tables: tables, interval: interval, growth: growth, logger: logger}
+	return &TableMaintenance{pool: pool, tables: tables, interval: interval, growth: growth, logger: logger, inserted: -1}
 }
 
 // Run analyzes the tables, then, when autovacuum is off, does what autovacuum would: at
@@ -75,6 +80,9 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 			case <-t.C:
 				due = true
 			case <-grown:
+				if !m.insertedSinceLastLook(ctx) {
+					continue
+				}
 				if err := m.maintain(ctx, true); err != nil && ctx.Err() == nil {
 					m.logger.Warn("table maintenance failed", "err", err)
 				}
@@ -94,10 +102,27 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 // PostgreSQL within three minutes.
 func (m *TableMaintenance) MaintainDue(ctx context.Context) error { return m.maintain(ctx, false) }
 
+// insertedSinceLastLook says whether the database counted rows inserted since the last
+// look (true when it cannot tell): a table grows only by inserts, and an idle service then
+// skips the query of every table's statistics each second (PostgreSQL computes them all
+// for it: most of an idle service's PostgreSQL time).
+func (m *TableMaintenance) insertedSinceLastLook(ctx context.Context) bool {
+	var n int64
+	if err := m.pool.QueryRow(ctx, `SELECT tup_inserted FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		return true
+	}
+	changed := n != m.inserted
+	m.inserted = n
+	return changed
+}
+
 // maintain runs on each table what the cumulative statistics say it is due: with
 // grownOnly, only the ANALYZE of a table holding more than twice the rows its statistics
 // say, plus 50; otherwise what MaintainDue says.
 func (m *TableMaintenance) maintain(ctx context.Context, grownOnly bool) error {
+	if grownOnly {
+		m.looks.Add(1)
+	}
 	rows, err := m.pool.Query(ctx, `
 		SELECT s.relid::regclass::text,
 		       s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0) OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),

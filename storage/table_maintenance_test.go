@@ -57,6 +57,16 @@ func TestTableMaintenanceAnalyzesATableThatGrew(t *testing.T) {
 	if n := reltuples(); n != 3500 {
 		t.Fatalf("users analyzed at %v rows, before it doubled", n)
 	}
+	// Nothing inserted: the looks stop reading every table's statistics (once the
+	// database's insert count has settled: an ANALYZE writes pg_statistic).
+	waitFor(t, 10*time.Second, "the looks at the tables' statistics stopped", func() bool {
+		before := storage.TableMaintenanceLooks(m)
+		time.Sleep(300 * time.Millisecond) // 15 looks
+		return storage.TableMaintenanceLooks(m) == before
+	})
+	insert(4001, 4100) // and start again on an insert
+	before := storage.TableMaintenanceLooks(m)
+	waitFor(t, 10*time.Second, "a look after an insert", func() bool { return storage.TableMaintenanceLooks(m) > before })
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
