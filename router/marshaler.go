@@ -11,12 +11,12 @@ import (
 )
 
 // wireMarshaler writes and reads Watermill's Kafka messages exactly as watermill-kafka's
-// partitioning marshaler (kafka.NewWithPartitioningMarshaler with partitionKey) does: the
-// message UUID in header kafka.UUIDHeaderKey, each metadata entry a header, the payload
-// as the value, the metadata's partition key as the record key. It copies less on the way
-// (each score passes it twice): the names of the pipeline's own metadata are shared
-// bytes and strings (sarama only reads a header), the headers are sized at once, and the
-// record key is the partition key header's bytes.
+// partitioning marshaler (kafka.NewWithPartitioningMarshaler, keyed by the partition key
+// metadata) does: the message UUID in header kafka.UUIDHeaderKey, each metadata entry a
+// header, the payload as the value, the metadata's partition key as the record key. It
+// copies less on the way (each score passes it twice): the names of the pipeline's own
+// metadata are shared bytes and strings (sarama only reads a header), the headers are
+// sized at once, and the record key is the partition key header's bytes.
 type wireMarshaler struct{}
 
 var _ kafka.MarshalerUnmarshaler = wireMarshaler{}

@@ -244,6 +244,9 @@ func insertMessagesQuery(table string, msgs []*message.Message) (wsql.Query, err
 // alike); metadata of plain ASCII without a character JSON escapes, all of ours, is
 // written without reflection.
 func encodeMetadata(md message.Metadata) (string, error) {
+	if md == nil {
+		return "null", nil
+	}
 	keys := make([]string, 0, len(md))
 	size := 2
 	for k, v := range md {

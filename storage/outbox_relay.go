@@ -178,8 +178,14 @@ func decodeFlatMetadata(b []byte) (md message.Metadata, ok bool) {
 	}
 	md = message.Metadata{}
 	i := 1
+	end := func() (message.Metadata, bool) { // at the closing brace: the end of b
+		if i+1 != len(b) {
+			return nil, false
+		}
+		return md, true
+	}
 	if b[i] == '}' {
-		return md, i+1 == len(b)
+		return end()
 	}
 	str := func() (string, bool) {
 		if i >= len(b) || b[i] != '"' {
@@ -212,7 +218,7 @@ func decodeFlatMetadata(b []byte) (md message.Metadata, ok bool) {
 		case ',':
 			i++
 		case '}':
-			return md, i+1 == len(b)
+			return end()
 		default:
 			return nil, false
 		}

@@ -51,6 +51,7 @@ func TestDecodeFlatMetadataAgreesWithJSON(t *testing.T) {
 		{`null`, false},
 		{`{"a":"b"`, false},
 		{`{"a":"b"}x`, false},
+		{`{"a":"b"} `, false}, // json.Unmarshal takes the space, the same map
 		{`{"a""b"}`, false},
 		{`{"a":"b",}`, false},
 		{`{"a":"b"},`, false},
@@ -110,6 +111,9 @@ func TestEncodeMetadataIsJSONMarshal(t *testing.T) {
 	alphabet := []rune("ab-_:/.0Z{}\"\\<>&é\t\u2028\x7f")
 	r := rand.New(rand.NewPCG(3, 4))
 	plain := 0
+	if got, _ := encodeMetadata(nil); got != "null" {
+		t.Fatalf("no metadata encoded as %s, json.Marshal writes null", got)
+	}
 	for range 5000 {
 		md := message.Metadata{}
 		for range r.IntN(5) {

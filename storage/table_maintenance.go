@@ -103,9 +103,8 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 func (m *TableMaintenance) MaintainDue(ctx context.Context) error { return m.maintain(ctx, false) }
 
 // insertedSinceLastLook says whether the database counted rows inserted since the last
-// look (true when it cannot tell): a table grows only by inserts, and an idle service then
-// skips the query of every table's statistics each second (PostgreSQL computes them all
-// for it: most of an idle service's PostgreSQL time).
+// look (true when it cannot tell): a table grows only by inserts, so an idle service skips
+// the query of every table's statistics it made each second.
 func (m *TableMaintenance) insertedSinceLastLook(ctx context.Context) bool {
 	var n int64
 	if err := m.pool.QueryRow(ctx, `SELECT tup_inserted FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
