@@ -388,6 +388,18 @@ func TestOutboxCloseCommitsWhatIsQueued(t *testing.T) {
 	}
 }
 
+// waitQueued waits until n commands are queued in the outbox.
+func (f *outboxFixture) waitQueued(ctx context.Context, n int) {
+	f.t.Helper()
+	for f.outbox.Queued() < n {
+		select {
+		case <-ctx.Done():
+			f.t.Fatal(ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // blockShard holds a row lock that the next transaction of user's shard needs, sends one
 // command of user into it, and returns once that transaction waits on the lock; the
 // returned func lets it go.
@@ -449,13 +461,7 @@ func TestOutboxSameEventIDInOneBatch(t *testing.T) {
 			outcomes[i], errs[i] = f.outbox.Accept(ctx, command("ev-batch", "erin", body))
 		}()
 	}
-	for f.outbox.Queued() < n { // all of them wait behind the blocked transaction
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(time.Millisecond):
-		}
-	}
+	f.waitQueued(ctx, n) // all of them wait behind the blocked transaction
 	release()
 	wg.Wait()
 	var stored []byte
@@ -590,13 +596,7 @@ func TestOutboxKeepsABatchsOrder(t *testing.T) {
 			defer wg.Done()
 			_, errs[i] = f.outbox.Accept(ctx, cmd)
 		}()
-		for f.outbox.Queued() < i+1 { // queued one after the other
-			select {
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			case <-time.After(time.Millisecond):
-			}
-		}
+		f.waitQueued(ctx, i+1) // queued one after the other
 	}
 	release()
 	wg.Wait()
