@@ -88,10 +88,13 @@ bash scripts/services.sh
 # every 40 s or so at 5,000 scores/s): a fresh cluster of the installed version in a
 # temporary directory on port BENCH_PG_PORT (5433), stopped and deleted when the run ends.
 # BENCH_PG_SETTINGS overrides its settings (postgres -c options).
+# (as root, as the user postgres: initdb refuses root).
 pg_dir=""
+as_pg=()
+[ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
 stop_pg() {
   [ -n "$pg_dir" ] || return 0
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$pg_dir"
   pg_dir=""
 }
@@ -103,12 +106,12 @@ sized)
   pg_settings=${BENCH_PG_SETTINGS:-"-c shared_buffers=1GB -c max_wal_size=8GB -c min_wal_size=1GB -c checkpoint_timeout=15min -c wal_init_zero=off -c autovacuum=off"}
   pg_dir=$(mktemp -d -t leaderboard-bench-pg.XXXXXX)
   trap stop_pg EXIT # until cleanup (below) takes over
-  chown postgres: "$pg_dir"
+  [ "${#as_pg[@]}" = 0 ] || chown postgres: "$pg_dir"
   echo "bench: starting a PostgreSQL of its own ($pg_bin, port $pg_port: $pg_settings)"
-  runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust >"$pg_dir/initdb.log" 2>&1 ||
+  "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust >"$pg_dir/initdb.log" 2>&1 ||
     { cat "$pg_dir/initdb.log" >&2; exit 1; }
   # shellcheck disable=SC2086 # the settings are options
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
+  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
     -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 $pg_settings" start >/dev/null ||
     { cat "$pg_dir/server.log" >&2; exit 1; }
   ;;
