@@ -367,9 +367,7 @@ func TestOutboxCloseCommitsWhatIsQueued(t *testing.T) {
 			outcomes[i], errs[i] = f.outbox.Accept(ctx, command(fmt.Sprintf("ev-%d", i), "erin", "b"))
 		}()
 	}
-	for f.outbox.Queued() < n {
-		time.Sleep(time.Millisecond)
-	}
+	f.waitQueued(ctx, n)
 	closed := make(chan struct{})
 	go func() { f.outbox.Close(); close(closed) }()
 	release()
