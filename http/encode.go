@@ -23,6 +23,39 @@ func encode(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// encodeAccepted writes the answer of an accepted write, byte for byte what encode writes
+// for {"event_id", "status": "accepted", "processed_event_id" (when processed)}, without
+// reflection: every accepted write answers it.
+func encodeAccepted(w http.ResponseWriter, eventID string, processed bool) {
+	buf := make([]byte, 0, 48+2*len(eventID))
+	buf = append(buf, `{"event_id":`...)
+	buf = appendJSONString(buf, eventID)
+	buf = append(buf, `,"status":"accepted"`...)
+	if processed && eventID != "" { // omitempty
+		buf = append(buf, `,"processed_event_id":`...)
+		buf = appendJSONString(buf, eventID)
+	}
+	buf = append(buf, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(buf)
+}
+
+// appendJSONString appends s as encoding/json writes a string (HTML characters escaped).
+// Printable ASCII other than ", \, <, > and & is written as it is; anything else goes
+// through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
 // writeError writes the API's error format.
 func writeError(w http.ResponseWriter, _ *http.Request, status int, code, msg, eventID string) {
 	if status == http.StatusUnauthorized {

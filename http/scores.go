@@ -197,11 +197,6 @@ func resolveUser(c *Claims, bodyUser *string) (string, *apiError) {
 
 // answerSubmission maps a submission's outcome and errors to the API's answers.
 func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub submit, res submitted, err error) {
-	type accepted struct {
-		EventID          string `json:"event_id"`
-		Status           string `json:"status"`
-		ProcessedEventID string `json:"processed_event_id,omitempty"`
-	}
 	type entryResponse struct {
 		Status           string          `json:"status"`
 		EventID          string          `json:"event_id,omitempty"`
@@ -248,11 +243,7 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 			return
 		}
 	}
-	resp := accepted{EventID: sub.EventID, Status: "accepted"}
-	if incr {
-		resp.ProcessedEventID = sub.EventID
-	}
-	encode(w, http.StatusAccepted, resp)
+	encodeAccepted(w, sub.EventID, incr)
 }
 
 // boundsMessage says what a board takes.
