@@ -71,7 +71,7 @@ func newBench(ctx context.Context, cfg config, out io.Writer) (*bench, error) {
 		fmt.Fprintf(out, "WARNING: postgres: %v; applied rows and CPU per applied row are not measured\n", err)
 		b.pg = nil
 	}
-	b.vis = newVisibility(rdb, cfg.Prefix, b.users.names, b.matches, cfg.PollInterval, cfg.PollChunk)
+	b.vis = newVisibility(rdb, cfg.Prefix, b.users.names, b.matches, cfg.PollInterval, cfg.PollChunk, cfg.PollMaxReads)
 	b.procs = newProcGroups(ctx, cfg.ServicePID, b.pg, cfg.Postgres, rdb)
 	return b, nil
 }

@@ -29,6 +29,7 @@ type config struct {
 	PollInterval time.Duration `json:"-"`
 	Window       time.Duration `json:"-"`
 	PollChunk    int           `json:"poll_chunk"`
+	PollMaxReads int           `json:"poll_max_reads"`
 	VisSample    float64       `json:"visibility_sample"`
 	Postgres     string        `json:"postgres"`
 	Redis        string        `json:"redis"`
@@ -89,6 +90,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Minute, "after each write phase and before the exactly-once check: how long to wait for the pipeline to apply every accepted score")
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "write phases: accepted and applied commands are reported per window of this length (the rate of an open-loop phase holds when every window applied >= 90 % of what it accepted)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Millisecond, "visibility poller period")
+	fs.IntVar(&c.PollMaxReads, "poll-max-reads", 20000, "visibility poller: at most this many users read a second (a cycle of n users waits at least n/this s before the next; 0: no bound)")
 	fs.IntVar(&c.PollChunk, "poll-chunk", 500, "visibility poller: users per chunk (8 chunks are read per poll, in three pipelined round trips)")
 	fs.Float64Var(&c.VisSample, "visibility-sample", 0.1, "share of accepted commands whose accept -> visible time is measured (drawn at random; 1: every one). The poller's reads load Redis and loadgen in proportion, and they count in the CPU per event; the exactly-once check covers every command whatever the sample")
 	fs.StringVar(&c.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/leaderboard_bench?sslmode=disable", "PostgreSQL URL of the service's database")
@@ -152,8 +154,8 @@ func (c config) validate() error {
 	if c.MaxInflight < 1 || c.Concurrency < 1 || c.PollChunk < 1 {
 		errs = append(errs, errors.New("-max-inflight, -concurrency and -poll-chunk must be positive"))
 	}
-	if c.MixedRate < 0 || c.IdleDuration < 0 || c.ServicePID < 0 {
-		errs = append(errs, errors.New("-mixed-rate, -idle-duration and -service-pid must not be negative"))
+	if c.MixedRate < 0 || c.IdleDuration < 0 || c.ServicePID < 0 || c.PollMaxReads < 0 {
+		errs = append(errs, errors.New("-mixed-rate, -idle-duration, -service-pid and -poll-max-reads must not be negative"))
 	}
 	if !(c.VisSample > 0 && c.VisSample <= 1) {
 		errs = append(errs, errors.New("-visibility-sample: want more than 0 and at most 1"))

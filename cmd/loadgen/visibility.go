@@ -46,6 +46,7 @@ type visibility struct {
 	names    []string
 	interval time.Duration
 	chunk    int
+	maxReads int // a poll cycle of n users is followed by a wait of at least n/maxReads s
 
 	mu      sync.Mutex
 	pending map[visTarget][]pendingScore
@@ -63,13 +64,13 @@ const (
 	allTime     = "all_time"
 )
 
-func newVisibility(rdb *redis.Client, prefix string, names []string, m *matches, interval time.Duration, chunk int) *visibility {
+func newVisibility(rdb *redis.Client, prefix string, names []string, m *matches, interval time.Duration, chunk, maxReads int) *visibility {
 	boards := []string{globalBoard, pointsBoard}
 	for _, id := range m.ids {
 		boards = append(boards, matchBoard(id))
 	}
 	return &visibility{
-		rdb: rdb, store: storage.NewBoards(rdb, prefix, 0), boards: boards, matches: m, names: names, interval: interval, chunk: chunk,
+		rdb: rdb, store: storage.NewBoards(rdb, prefix, 0), boards: boards, matches: m, names: names, interval: interval, chunk: chunk, maxReads: maxReads,
 		pending: map[visTarget][]pendingScore{},
 	}
 }
@@ -127,8 +128,20 @@ func (v *visibility) run(ctx context.Context) {
 				v.pollMax.Store(d)
 			}
 		}
-		t.Reset(v.interval)
+		t.Reset(pollWait(v.interval, len(targets), v.maxReads))
 	}
+}
+
+// pollWait is the wait after a poll cycle that read n users: interval, or longer when at
+// that period the poller would read more than maxReads users a second. Without the bound,
+// a pipeline that falls behind leaves thousands of users pending, the poller reads them all
+// every interval, and its own load on Redis and on the machine's two cores deepens the
+// backlog it measures; at that point latencies are seconds, and a coarser poll loses little.
+func pollWait(interval time.Duration, n, maxReads int) time.Duration {
+	if maxReads <= 0 {
+		return interval
+	}
+	return max(interval, time.Duration(n)*time.Second/time.Duration(maxReads))
 }
 
 // chunksPerTrip is how many chunks of v.chunk users go in one poll.
