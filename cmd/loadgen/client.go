@@ -28,6 +28,8 @@ type api struct {
 	adminAuth string
 	client    *http.Client
 	slow      *http.Client
+	// raw, when set, carries the write phases' POSTs (rawPoster).
+	raw *rawPoster
 }
 
 // mintToken signs a token for the loadgen with the given roles, valid for 24 h.
@@ -126,7 +128,14 @@ func newAPI(cfg config) (*api, error) {
 		WriteBufferSize:     8 << 10,
 		ReadBufferSize:      8 << 10,
 	}
+	var raw *rawPoster
+	if !cfg.NetHTTPWrites {
+		if raw, err = newRawPoster(cfg.Target, cfg.ReqTimeout, conns); err != nil {
+			return nil, err
+		}
+	}
 	return &api{
+		raw:       raw,
 		base:      cfg.Target,
 		auth:      "Bearer " + token,
 		adminAuth: "Bearer " + admin,
@@ -135,7 +144,12 @@ func newAPI(cfg config) (*api, error) {
 	}, nil
 }
 
-func (a *api) close() { a.client.CloseIdleConnections() }
+func (a *api) close() {
+	a.client.CloseIdleConnections()
+	if a.raw != nil {
+		a.raw.close()
+	}
+}
 
 // answer is a response's status and, for errors, its error_code and message.
 type answer struct {
@@ -177,8 +191,14 @@ func (a *api) send(ctx context.Context, client *http.Client, auth, method, path 
 	if err != nil {
 		return answer{status: resp.StatusCode}, err
 	}
-	ans := answer{status: resp.StatusCode, body: b}
-	if resp.StatusCode >= 300 {
+	return newAnswer(resp.StatusCode, b), nil
+}
+
+// newAnswer is the answer of a response with the status and body: for errors, the API's
+// error_code and message.
+func newAnswer(status int, b []byte) answer {
+	ans := answer{status: status, body: b}
+	if status >= 300 {
 		var e struct {
 			Code    string `json:"error_code"`
 			Message string `json:"message"`
@@ -189,32 +209,40 @@ func (a *api) send(ctx context.Context, client *http.Client, auth, method, path 
 			ans.code, ans.msg = "non_json_body", strings.TrimSpace(string(b))
 		}
 	}
-	return ans, nil
+	return ans
+}
+
+// post sends a write phase's POST: through the raw poster when there is one.
+func (a *api) post(ctx context.Context, auth, path string, body []byte) (answer, error) {
+	if a.raw != nil {
+		return a.raw.post(ctx, path, auth, body)
+	}
+	return a.send(ctx, a.client, auth, http.MethodPost, path, body)
 }
 
 // submit posts one score for a user with the server token.
 func (a *api) submit(ctx context.Context, eventID, userID string, score int64) (answer, error) {
 	body := fmt.Appendf(nil, `{"score":%d,"event_id":%q,"user_id":%q}`, score, eventID, userID)
-	return a.do(ctx, http.MethodPost, "/v1/scores", body)
+	return a.post(ctx, a.auth, "/v1/scores", body)
 }
 
 // increment posts one increment of the points board for a user with the server token.
 func (a *api) increment(ctx context.Context, eventID, userID string, delta int64, at time.Time) (answer, error) {
 	body := fmt.Appendf(nil, `{"user_id":%q,"delta":%d,"event_id":%q,"timestamp":%q}`, userID, delta, eventID, at.UTC().Format(time.RFC3339))
-	return a.do(ctx, http.MethodPost, "/v1/scores/increment", body)
+	return a.post(ctx, a.auth, "/v1/scores/increment", body)
 }
 
 // submitPlayer posts one score with a player's own token (auth is "Bearer <jwt>"): no
 // user_id in the body, the token's sub names the user.
 func (a *api) submitPlayer(ctx context.Context, auth, eventID string, score int64) (answer, error) {
 	body := fmt.Appendf(nil, `{"score":%d,"event_id":%q}`, score, eventID)
-	return a.send(ctx, a.client, auth, http.MethodPost, "/v1/scores", body)
+	return a.post(ctx, auth, "/v1/scores", body)
 }
 
 // matchPoint posts one match point (match:{id}, daily and season) with the server token.
 func (a *api) matchPoint(ctx context.Context, matchID, eventID, userID string, point int64) (answer, error) {
 	body := fmt.Appendf(nil, `{"point":%d,"event_id":%q}`, point, eventID)
-	return a.do(ctx, http.MethodPost, "/v1/matches/"+url.PathEscape(matchID)+"/users/"+url.PathEscape(userID)+"/point", body)
+	return a.post(ctx, a.auth, "/v1/matches/"+url.PathEscape(matchID)+"/users/"+url.PathEscape(userID)+"/point", body)
 }
 
 // errorKey names an error outcome for the report: "503 dependency_unavailable" or

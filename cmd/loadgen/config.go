@@ -30,14 +30,17 @@ type config struct {
 	Window       time.Duration `json:"-"`
 	PollChunk    int           `json:"poll_chunk"`
 	PollMaxReads int           `json:"poll_max_reads"`
-	VisSample    float64       `json:"visibility_sample"`
-	Postgres     string        `json:"postgres"`
-	Redis        string        `json:"redis"`
-	CPUProfile   string        `json:"-"`
-	Prefix       string        `json:"redis_prefix"`
-	Phases       []string      `json:"phases"`
-	Check        bool          `json:"check"`
-	Out          string        `json:"out"`
+	// NetHTTPWrites sends the write phases' POSTs through net/http's client instead of
+	// the raw poster (rawhttp.go).
+	NetHTTPWrites bool     `json:"net_http_writes"`
+	VisSample     float64  `json:"visibility_sample"`
+	Postgres      string   `json:"postgres"`
+	Redis         string   `json:"redis"`
+	CPUProfile    string   `json:"-"`
+	Prefix        string   `json:"redis_prefix"`
+	Phases        []string `json:"phases"`
+	Check         bool     `json:"check"`
+	Out           string   `json:"out"`
 
 	MixedRate    float64       `json:"mixed_rate"`
 	Mix          mix           `json:"-"`
@@ -90,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Minute, "after each write phase and before the exactly-once check: how long to wait for the pipeline to apply every accepted score")
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "write phases: accepted and applied commands are reported per window of this length (the rate of an open-loop phase holds when every window applied >= 90 % of what it accepted)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Millisecond, "visibility poller period")
+	fs.BoolVar(&c.NetHTTPWrites, "net-http-writes", false, "send the write phases' POSTs through net/http's client (more CPU in the load generator) instead of plain keep-alive HTTP/1.1 connections")
 	fs.IntVar(&c.PollMaxReads, "poll-max-reads", 20000, "visibility poller: at most this many users read a second (a cycle of n users waits at least n/this s before the next; 0: no bound)")
 	fs.IntVar(&c.PollChunk, "poll-chunk", 500, "visibility poller: users per chunk (8 chunks are read per poll, in three pipelined round trips)")
 	fs.Float64Var(&c.VisSample, "visibility-sample", 0.1, "share of accepted commands whose accept -> visible time is measured (drawn at random; 1: every one). The poller's reads load Redis and loadgen in proportion, and they count in the CPU per event; the exactly-once check covers every command whatever the sample")
