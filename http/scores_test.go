@@ -17,6 +17,63 @@ func (appliedLog) Check(context.Context, string, string, []byte) (storage.Accept
 	return 0, storage.ErrNotFound
 }
 func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { return true, nil }
+func (appliedLog) AppliedVersion(context.Context, string, string, string, string) (int64, bool, error) {
+	return 0, true, nil
+}
+
+// versionedLog says every event is applied, with the user's entry at version in PostgreSQL.
+type versionedLog struct {
+	appliedLog
+	version int64
+}
+
+func (l versionedLog) AppliedVersion(context.Context, string, string, string, string) (int64, bool, error) {
+	return l.version, true, nil
+}
+
+// staleVersionMirror is Redis showing the user's previous increment, accepted in the same
+// microsecond as the one waited for (so its update time is the same), for the first reads:
+// version 4 with 10 points, then version 5 with 17.
+type staleVersionMirror struct {
+	fakeBoards
+	reads      atomic.Int32
+	staleReads int32
+	at         time.Time
+}
+
+func (m *staleVersionMirror) User(context.Context, string, string, string) (storage.Entry, error) {
+	if m.reads.Add(1) <= m.staleReads {
+		return storage.Entry{UserID: "u", Score: 10, Rank: 2, UpdatedAt: m.at, Version: 4}, nil
+	}
+	return storage.Entry{UserID: "u", Score: 17, Rank: 1, UpdatedAt: m.at, Version: 5}, nil
+}
+
+// TestWaitAppliedTellsIncrementsApartByVersion: an increment's wait does not answer the
+// user's previous increment that Redis still shows with the same update time; it waits
+// until Redis holds the version PostgreSQL gave the entry.
+func TestWaitAppliedTellsIncrementsApartByVersion(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
+	var points configs.Board
+	for _, b := range configs.DefaultBoards() {
+		if b.Operator == configs.OpIncr {
+			points = b
+		}
+	}
+	if points.ID == "" {
+		t.Fatal("no increment board among the default boards")
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	w := submit{Board: points, UserID: "u", EventID: "ev-2", Value: 7}
+	res := submitted{Period: "all_time", At: at}
+	mirror := &staleVersionMirror{staleReads: 3, at: at}
+	s := submission{requests: versionedLog{version: 5}, reads: NewReads(cfg, NewPeriods(cfg, nil, nil), mirror, nil, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur, ok := s.WaitApplied(ctx, w, res)
+	if !ok || cur.Score != 17 || cur.Version != 5 {
+		t.Fatalf("WaitApplied = %+v, %v; want the entry at version 5 (17 points), not the previous increment's", cur, ok)
+	}
+}
 
 // laggingMirror is Redis behind PostgreSQL: it shows the user's old score for the first
 // reads, then the new one.

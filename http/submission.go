@@ -26,6 +26,9 @@ type CommandLog interface {
 type RequestLog interface {
 	Check(ctx context.Context, userID, eventID string, hash []byte) (storage.AcceptOutcome, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
+	// AppliedVersion is IsApplied with the version of the user's entry on the board
+	// period in PostgreSQL (0 when none).
+	AppliedVersion(ctx context.Context, userID, eventID, board, period string) (int64, bool, error)
 }
 
 // ValueReads reads an entry's value from Redis without waiting for it (storage.ValueReader):
@@ -180,12 +183,15 @@ func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted
 }
 
 // WaitApplied polls until the projection applied the event and Redis shows it (PostgreSQL
-// is written before Redis), or ctx ends.
+// is written before Redis), or ctx ends. Redis shows it when its entry is at least as new
+// as PostgreSQL's once the event was applied (by version) and reflects the value: an
+// update time alone cannot tell an increment from the user's previous one accepted in the
+// same microsecond.
 func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, bool) {
 	delay := 5 * time.Millisecond
 	for {
-		if ok, err := s.requests.IsApplied(ctx, w.UserID, w.EventID); err == nil && ok {
-			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At) {
+		if version, ok, err := s.requests.AppliedVersion(ctx, w.UserID, w.EventID, w.Board.Key(), res.Period); err == nil && ok {
+			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && cur.Version >= version && w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At) {
 				return cur, true
 			}
 		}

@@ -128,6 +128,17 @@ func TestProjectionApplyNewEvent(t *testing.T) {
 	if err != nil || applied {
 		t.Errorf("IsApplied(ev-unknown) = %v, %v; want false", applied, err)
 	}
+	mustApply(t, p, bestEvent("ev-2", "alice", 130, at(2)))
+	version, applied, err := requests.AppliedVersion(testContext(t), "alice", "ev-1", "global", "all_time")
+	if err != nil || !applied || version != 2 {
+		t.Errorf("AppliedVersion(alice, ev-1) after a second event = %d, %v, %v; want the entry's version now, 2", version, applied, err)
+	}
+	if version, applied, err = requests.AppliedVersion(testContext(t), "alice", "ev-unknown", "global", "all_time"); err != nil || applied {
+		t.Errorf("AppliedVersion(ev-unknown) = %d, %v, %v; want not applied", version, applied, err)
+	}
+	if version, applied, err = requests.AppliedVersion(testContext(t), "alice", "ev-1", "global", "2020-01-01"); err != nil || !applied || version != 0 {
+		t.Errorf("AppliedVersion on a period without the entry = %d, %v, %v; want applied, version 0", version, applied, err)
+	}
 	var nick string
 	if err := pool.QueryRow(testContext(t), `SELECT nick_name FROM users WHERE user_id = 'alice'`).Scan(&nick); err != nil || nick != "Alice" {
 		t.Errorf("users.nick_name = %q, %v; want Alice", nick, err)

@@ -44,6 +44,8 @@ type Entry struct {
 	Metadata  json.RawMessage
 	// Position is where the entry stands (set by page, around and users reads).
 	Position Position
+	// Version is the entry's version in the mirror (set by reads of one user's entry).
+	Version int64
 }
 
 // Top is a board's cached top-N.
@@ -362,7 +364,7 @@ func (b *Boards) User(ctx context.Context, board, period, userID string) (Entry,
 	if err != nil {
 		return Entry{}, fmt.Errorf("read user: %w", err)
 	}
-	e := Entry{Rank: fields[1].(int64) + 1, UserID: userID, Score: st.score, UpdatedAt: st.updated}
+	e := Entry{Rank: fields[1].(int64) + 1, UserID: userID, Score: st.score, UpdatedAt: st.updated, Version: st.version}
 	if meta, _ := fields[2].(string); meta != "" {
 		e.Metadata = json.RawMessage(meta)
 	}

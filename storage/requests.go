@@ -192,3 +192,19 @@ func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (boo
 	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2)`, userID, eventID).Scan(&ok)
 	return ok, unavailable("is applied", err)
 }
+
+// AppliedVersion reports whether a user's event has been applied to PostgreSQL and, if so,
+// the version of the user's entry on the board period now (0 when there is none). The
+// projector writes an event's history row and its entry in one transaction, so once the
+// event is applied the entry's version is at least the one that event gave it: a mirror
+// that shows that version or a newer one shows the event.
+func (r *RequestLog) AppliedVersion(ctx context.Context, userID, eventID, board, period string) (version int64, applied bool, err error) {
+	err = r.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2),
+		       coalesce((SELECT version FROM board_entries WHERE board_id = $3 AND period = $4 AND user_id = $1), 0)`,
+		userID, eventID, board, period).Scan(&applied, &version)
+	if err != nil {
+		return 0, false, unavailable("applied version", err)
+	}
+	return version, applied, nil
+}
