@@ -248,7 +248,7 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	defer claim.Close()
 	r.logger.Info("relay forwards shard", "shard", shard)
 	var (
-		prev  time.Time     // the start of the last read
+		prev  time.Time     // the start of the last read that forwarded rows or found none held back
 		last  time.Time     // the start of the last read that forwarded rows without filling a batch
 		space time.Duration // the least time from last to the next read
 	)
@@ -269,7 +269,9 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		if !prev.IsZero() {
 			elapsed = start.Sub(prev)
 		}
-		prev = start
+		if n > 0 || !pending { // rows held back by an open transaction keep counting from the read before
+			prev = start
+		}
 		switch {
 		case n == r.cfg.Batch:
 			r.duration.Observe(time.Since(began).Seconds())

@@ -149,8 +149,8 @@ func TestRelayLingers(t *testing.T) {
 		return 0, 0
 	}
 	// nextWait returns the next wait the shard's loop starts. Polls for rows behind an
-	// open transaction (any in the cluster holds them back) pass at once: they are not
-	// what this test is about.
+	// open transaction (any in the cluster holds them back) are woken at once, without
+	// moving the clock: they are not what this test is about.
 	nextWait := func() time.Duration {
 		t.Helper()
 		for {
@@ -159,7 +159,7 @@ func TestRelayLingers(t *testing.T) {
 				if d != poll {
 					return d
 				}
-				clk.Advance(d)
+				r.signal(0)
 			case <-time.After(30 * time.Second):
 				n, _ := batches()
 				t.Fatalf("the relay started no wait within 30 s (%d batches forwarded)", n)
@@ -193,13 +193,35 @@ func TestRelayLingers(t *testing.T) {
 	clk.Advance(linger)
 	expect(idle, 3, 3) // one row in 4 s: still half a batch per Linger
 
-	clk.Advance(16 * time.Second)
+	// d is held back a while by an open transaction (another test's would do the same):
+	// the read that finds it pending must not restart the time d's rate is counted over.
+	clk.Advance(16*time.Second - poll)
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
 	insert("d")
 	r.signal(0)
-	expect(idle, 4, 4) // c's wait is long over: d went at once
+	select {
+	case d := <-clk.waits:
+		if d != poll {
+			t.Fatalf("with d held back the relay waits %s, want a poll (%s)", d, poll)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relay started no wait within 30 s")
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(poll)
+	expect(idle, 4, 4) // c's wait is long over: d went once it was no longer held back
 	insert("e")
 	r.signal(0)
-	expect(time.Second, 4, 4) // d was one row in 16 s: a quarter of the Linger
+	expect(time.Second, 4, 4) // d was one row in 16 s since c's read: a quarter of the Linger
 	clk.Advance(time.Second)
 	expect(idle, 5, 5)
 
