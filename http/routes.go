@@ -1,6 +1,8 @@
 package http
 
 import (
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -79,8 +81,17 @@ func (s *server) routes() http.Handler {
 func (s *server) opsRoutes(r chi.Router) {
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	// A collector that fails (the Kafka consumer lag while the broker or the group's
+	// coordinator is unavailable) leaves its series out of that scrape and is logged; it
+	// does not turn the whole scrape into a 500.
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: metricsErrorLog{s.Logger}}))
 }
+
+// metricsErrorLog logs a scrape's gathering errors as warnings.
+type metricsErrorLog struct{ logger *slog.Logger }
+
+func (l metricsErrorLog) Println(v ...any) { l.logger.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
 
 // methodNotAllowed answers 405 with the Allow header.
 func methodNotAllowed(allow ...string) http.HandlerFunc {

@@ -17,7 +17,7 @@ func scrape(t *testing.T, s *service) map[string]float64 {
 	t.Helper()
 	r := s.do(t, http.MethodGet, "/metrics", "", "")
 	if r.status != 200 {
-		t.Fatalf("/metrics: %d", r.status)
+		t.Fatalf("/metrics: %d %s", r.status, r.raw)
 	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(r.raw))
