@@ -35,59 +35,15 @@ type writeRequest struct {
 	Action string
 }
 
-// scoreRequest is the body of POST /v1/scores.
-type scoreRequest struct {
-	Score   json.RawMessage `json:"score"`
-	EventID *string         `json:"event_id"`
-	UserID  *string         `json:"user_id"`
-}
-
-func (q *scoreRequest) set(key string, v []byte, isString bool) bool {
-	switch {
-	case key == "score" && !isString:
-		q.Score = bytes.Clone(v)
-	case key == "event_id" && isString:
-		q.EventID = ptr(string(v))
-	case key == "user_id" && isString:
-		q.UserID = ptr(string(v))
-	default:
-		return false
-	}
-	return true
-}
-
-func (q *scoreRequest) reset() { *q = scoreRequest{} }
-
-// boardWriteRequest is the body of POST /v1/boards/{board_id}/scores.
-type boardWriteRequest struct {
-	Value    json.RawMessage `json:"value"`
-	EventID  *string         `json:"event_id"`
-	UserID   *string         `json:"user_id"`
-	Metadata json.RawMessage `json:"metadata"`
-}
-
-func (q *boardWriteRequest) set(key string, v []byte, isString bool) bool {
-	switch {
-	case key == "value" && !isString:
-		q.Value = bytes.Clone(v)
-	case key == "event_id" && isString:
-		q.EventID = ptr(string(v))
-	case key == "user_id" && isString:
-		q.UserID = ptr(string(v))
-	default: // metadata is an object: encoding/json decodes it
-		return false
-	}
-	return true
-}
-
-func (q *boardWriteRequest) reset() { *q = boardWriteRequest{} }
-
-func ptr[T any](v T) *T { return &v }
-
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
 func (s *server) handleSubmitScore() http.HandlerFunc {
+	type request struct {
+		Score   json.RawMessage `json:"score"`
+		EventID *string         `json:"event_id"`
+		UserID  *string         `json:"user_id"`
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req scoreRequest
+		var req request
 		b, _ := s.Config.Board(globalBoard)
 		if e := decodeStrict(w, r, &req); e != nil {
 			s.reject(w, r, b.ID, e, "")
@@ -100,12 +56,18 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 // handleBoardWrite answers POST /v1/boards/{board_id}/scores: a value on any board, by its
 // operator.
 func (s *server) handleBoardWrite() http.HandlerFunc {
+	type request struct {
+		Value    json.RawMessage `json:"value"`
+		EventID  *string         `json:"event_id"`
+		UserID   *string         `json:"user_id"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
 		if !ok {
 			return
 		}
-		var req boardWriteRequest
+		var req request
 		if e := decodeStrict(w, r, &req); e != nil {
 			s.reject(w, r, b.ID, e, "")
 			return
