@@ -97,16 +97,14 @@ func (p *rawPoster) conn(ctx context.Context) (*rawConn, error) {
 				return rc, nil
 			}
 			rc.c.Close()
-			continue
 		default:
+			c, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+			if err != nil {
+				return nil, err
+			}
+			return &rawConn{c: c, r: bufio.NewReaderSize(c, 4<<10)}, nil
 		}
-		break
 	}
-	c, err := p.dialer.DialContext(ctx, "tcp", p.addr)
-	if err != nil {
-		return nil, err
-	}
-	return &rawConn{c: c, r: bufio.NewReaderSize(c, 4<<10)}, nil
 }
 
 // close closes the idle connections.
