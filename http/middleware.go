@@ -65,7 +65,7 @@ func (s *server) requestID(next http.Handler) http.Handler {
 	})
 }
 
-// observe records request metrics by route pattern, and logs server errors.
+// observe records request metrics by route pattern, and logs server errors (failLog).
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -83,8 +83,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		if status >= 500 {
-			s.Logger.Warn("request failed", "method", method, "route", route, "status", status,
-				"request_id", requestIDFrom(r.Context()), "took", time.Since(start))
+			s.failures.log(method, route, status, requestIDFrom(r.Context()), time.Since(start))
 		}
 	})
 }

@@ -62,6 +62,7 @@ type server struct {
 	tokens      tokens
 	cursors     cursors
 	submissions submission
+	failures    *failLog
 }
 
 // NewServer returns the API's handler.
@@ -74,7 +75,7 @@ func NewServer(d Deps) http.Handler {
 	}
 	d.Realtime.setDefaults()
 	s := &server{
-		Deps: d, metrics: newHTTPMetrics(d.Registry),
+		Deps: d, metrics: newHTTPMetrics(d.Registry), failures: newFailLog(d.Logger),
 		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now, verified: newTokenCache(25_000)},
 		cursors:     newCursors(d.Config.JWTSecret),
 		submissions: submission{reads: d.Reads, value: d.Values, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
@@ -85,7 +86,7 @@ func NewServer(d Deps) http.Handler {
 // NewOpsServer returns the handler of a process that runs no API role (a relay or a
 // projector alone): /healthz, /readyz and /metrics only.
 func NewOpsServer(d Deps) http.Handler {
-	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry)}
+	s := &server{Deps: d, metrics: newHTTPMetrics(d.Registry), failures: newFailLog(d.Logger)}
 	r := chi.NewRouter()
 	r.Use(s.requestID, securityHeaders, s.observe, s.recoverPanics)
 	s.opsRoutes(r)
