@@ -37,13 +37,23 @@ type Reads struct {
 	periods *Periods
 	redis   BoardStore
 	pg      BoardStore
-	loader  Loader
-	loads   singleflight.Group
+	// closed reads the periods Redis does not keep (pg unless WithClosedPeriods).
+	closed BoardStore
+	loader Loader
+	loads  singleflight.Group
 }
 
 // NewReads returns the read side over Redis (redis), PostgreSQL (pg) and the loader.
 func NewReads(cfg configs.Config, periods *Periods, redis, pg BoardStore, loader Loader) *Reads {
-	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, loader: loader}
+	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, closed: pg, loader: loader}
+}
+
+// WithClosedPeriods makes r read the periods Redis does not keep from closed
+// (storage.Ranks.Closed, which reads them through their rank index once frozen) instead
+// of the reader of periods Redis is unavailable for, and returns r.
+func (r *Reads) WithClosedPeriods(closed BoardStore) *Reads {
+	r.closed = closed
+	return r
 }
 
 // errUnknownBoard is a read of a board id that names no board.
@@ -84,7 +94,7 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 		}
 	}
 	if !hot {
-		return read(r.pg)
+		return read(r.closed)
 	}
 	err = read(r.redis)
 	if errors.Is(err, storage.ErrNotLoaded) {

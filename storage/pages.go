@@ -140,34 +140,36 @@ func parseEntries(flat []any, first int64) ([]Entry, error) {
 	return out, nil
 }
 
-// rankedAbove is the SQL condition "entry o ranks above the position (@s, @r, @u)" of the
-// board period named by @b (board || ':' || period).
-const rankedAbove = `(o.board_id || ':' || o.period) = @b
-	AND (o.sort_key > @s OR (o.sort_key = @s AND (o.reached_at < @r OR (o.reached_at = @r AND o.user_id > @u))))`
+// rankedAbove is the SQL condition "entry o of the board period ranks above the position
+// (@s, @r, @u)" (a rankOrder query).
+const rankedAbove = `{o.in}
+	AND ({o.k} > @s OR ({o.k} = @s AND ({o.r} < @r OR ({o.r} = @r AND o.user_id > @u))))`
 
 // Page is Boards.Page read from PostgreSQL.
 func (r *Ranks) Page(ctx context.Context, board, period string, after *Position, size int) ([]Entry, error) {
-	key := board + ":" + period
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return nil, err
+	}
 	var rows pgx.Rows
-	var err error
 	first := int64(0)
 	if after == nil {
-		rows, err = r.pool.Query(ctx, `SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
-			WHERE (e.board_id || ':' || e.period) = $1
-			ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC LIMIT $2`, key, size)
+		rows, err = r.pool.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+			WHERE {e.in}
+			ORDER BY {e.order} LIMIT @n`), rankArgs(board, period, pgx.NamedArgs{"n": size}))
 	} else {
 		reached, user, perr := after.parse()
 		if perr != nil {
 			return nil, perr
 		}
-		args := pgx.NamedArgs{"b": key, "s": after.SortKey, "r": reached, "u": user, "n": size}
-		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries o WHERE `+rankedAbove+` OR (`+atPosition+`)`, args).Scan(&first); err != nil {
+		args := rankArgs(board, period, pgx.NamedArgs{"s": after.SortKey, "r": reached, "u": user, "n": size})
+		if err := r.pool.QueryRow(ctx, order.sql(`SELECT count(*) FROM visible_entries o WHERE (`+rankedAbove+`) OR (`+atPosition+`)`), args).Scan(&first); err != nil {
 			return nil, unavailable("page from postgres", err)
 		}
-		rows, err = r.pool.Query(ctx, `SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
-			WHERE (e.board_id || ':' || e.period) = @b
-			  AND (e.sort_key < @s OR (e.sort_key = @s AND (e.reached_at > @r OR (e.reached_at = @r AND e.user_id < @u))))
-			ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC LIMIT @n`, args)
+		rows, err = r.pool.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+			WHERE {e.in}
+			  AND ({e.k} < @s OR ({e.k} = @s AND ({e.r} > @r OR ({e.r} = @r AND e.user_id < @u))))
+			ORDER BY {e.order} LIMIT @n`), args)
 	}
 	if err != nil {
 		return nil, unavailable("page from postgres", err)
@@ -175,8 +177,8 @@ func (r *Ranks) Page(ctx context.Context, board, period string, after *Position,
 	return collectRanked(rows, first)
 }
 
-// atPosition is "entry o stands exactly at the position".
-const atPosition = `(o.board_id || ':' || o.period) = @b AND o.sort_key = @s AND o.reached_at = @r AND o.user_id = @u`
+// atPosition is "entry o of the board period stands exactly at the position".
+const atPosition = `{o.in} AND {o.k} = @s AND {o.r} = @r AND o.user_id = @u`
 
 // Around is Boards.Around read from PostgreSQL.
 func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int) (Entry, []Entry, error) {
@@ -210,17 +212,21 @@ func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int)
 
 // neighbours reads up to n entries just above (or below) a user's, nearest first.
 func (r *Ranks) neighbours(ctx context.Context, board, period, userID string, n int, above bool) ([]Entry, error) {
-	order := "e.sort_key DESC, e.reached_at ASC, e.user_id DESC"
-	cond := `(e.sort_key < me.sort_key OR (e.sort_key = me.sort_key AND (e.reached_at > me.reached_at OR (e.reached_at = me.reached_at AND e.user_id < me.user_id))))`
-	if above {
-		order = "e.sort_key ASC, e.reached_at DESC, e.user_id ASC"
-		cond = `(e.sort_key > me.sort_key OR (e.sort_key = me.sort_key AND (e.reached_at < me.reached_at OR (e.reached_at = me.reached_at AND e.user_id > me.user_id))))`
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := r.pool.Query(ctx, `
-		WITH me AS (SELECT sort_key, reached_at, user_id FROM visible_entries WHERE board_id = $1 AND period = $2 AND user_id = $3)
+	by := "{e.order}"
+	cond := `({e.k} < me.sort_key OR ({e.k} = me.sort_key AND ({e.r} > me.reached_at OR ({e.r} = me.reached_at AND e.user_id < me.user_id))))`
+	if above {
+		by = "{e.rorder}"
+		cond = `({e.k} > me.sort_key OR ({e.k} = me.sort_key AND ({e.r} < me.reached_at OR ({e.r} = me.reached_at AND e.user_id > me.user_id))))`
+	}
+	rows, err := r.pool.Query(ctx, order.sql(`
+		WITH me AS (SELECT sort_key, reached_at, user_id FROM visible_entries WHERE board_id = @b AND period = @p AND user_id = @u)
 		SELECT `+rankedColumns+` FROM me, visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
-		WHERE (e.board_id || ':' || e.period) = $1 || ':' || $2 AND `+cond+`
-		ORDER BY `+order+` LIMIT $4`, board, period, userID, n)
+		WHERE {e.in} AND `+cond+`
+		ORDER BY `+by+` LIMIT @n`), rankArgs(board, period, pgx.NamedArgs{"u": userID, "n": n}))
 	if err != nil {
 		return nil, unavailable("neighbours from postgres", err)
 	}
@@ -229,13 +235,17 @@ func (r *Ranks) neighbours(ctx context.Context, board, period, userID string, n 
 
 // Users is Boards.Users read from PostgreSQL.
 func (r *Ranks) Users(ctx context.Context, board, period string, userIDs []string) ([]Entry, error) {
-	rows, err := r.pool.Query(ctx, `
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.pool.Query(ctx, order.sql(`
 		SELECT `+rankedColumns+`, 1 + (
 			SELECT count(*) FROM visible_entries o
-			WHERE (o.board_id || ':' || o.period) = $1 || ':' || $2
-			  AND (o.sort_key > e.sort_key OR (o.sort_key = e.sort_key AND (o.reached_at < e.reached_at OR (o.reached_at = e.reached_at AND o.user_id > e.user_id)))))
+			WHERE {o.in}
+			  AND ({o.k} > e.sort_key OR ({o.k} = e.sort_key AND ({o.r} < e.reached_at OR ({o.r} = e.reached_at AND o.user_id > e.user_id)))))
 		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
-		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = ANY($3)`, board, period, userIDs)
+		WHERE e.board_id = @b AND e.period = @p AND e.user_id = ANY(@ids)`), rankArgs(board, period, pgx.NamedArgs{"ids": userIDs}))
 	if err != nil {
 		return nil, unavailable("users from postgres", err)
 	}

@@ -347,7 +347,9 @@ func splitKeys(keys []EntryKey) (boards, periods, users pgTexts) {
 // queueWriteEntries writes absolute entry states and deletes removed entries. A new entry
 // of a banned user is hidden from the start; an existing entry keeps its hidden flag. The
 // rows written replace their entries' states in current as the batch's results are read
-// (a removed entry stays there: the caller knows it is gone).
+// (a removed entry stays there: the caller knows it is gone). An entry of a period that
+// was frozen (Ranks.Freeze) stays frozen, its copy of the rank kept current; the others'
+// copies stay NULL, so that no indexed column changes and the update is HOT.
 func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]EntryState) {
 	var states, removed []EntryState
 	for _, s := range all {
@@ -382,7 +384,9 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
 			AS k(b, p, u, score, sort_key, version, reached_at, updated_at, metadata)
 		ON CONFLICT (board_id, period, user_id) DO UPDATE SET score = excluded.score, sort_key = excluded.sort_key,
-			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata
+			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata,
+			closed_sort_key = CASE WHEN e.closed_sort_key IS NOT NULL THEN excluded.sort_key END,
+			closed_reached_at = CASE WHEN e.closed_sort_key IS NOT NULL THEN excluded.reached_at END
 		RETURNING `+entryColumns,
 		boards, periods, users, scores, sortKeys, versions, reached, updated, metas).Query(func(rows pgx.Rows) error {
 		written := 0

@@ -6,27 +6,43 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 )
 
 // Ranks answers top-N and rank reads from PostgreSQL: for periods not kept in Redis, and
 // for every period while Redis is unavailable. The order is the Redis one: sort key
-// descending, reached first, user id descending.
+// descending, reached first, user id descending. NewRanks sorts a period's entries at
+// each read; Closed reads closed periods through their rank index (rankOrder).
 type Ranks struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	closed  bool
+	freezes *singleflight.Group
 }
 
 // NewRanks returns the PostgreSQL read side.
-func NewRanks(pool *pgxpool.Pool) *Ranks { return &Ranks{pool: pool} }
+func NewRanks(pool *pgxpool.Pool) *Ranks { return &Ranks{pool: pool, freezes: &singleflight.Group{}} }
+
+// Closed returns the reader of closed periods (those not in Redis because they ended):
+// a period's first read freezes it, and once frozen its reads go through the rank index.
+func (r *Ranks) Closed() *Ranks {
+	c := *r
+	c.closed = true
+	return &c
+}
 
 // Top returns the first limit entries of a board period. Version is 0: versions belong to
 // the Redis top.
 func (r *Ranks) Top(ctx context.Context, board, period string, limit int) (Top, error) {
-	rows, err := r.pool.Query(ctx, `
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return Top{}, err
+	}
+	rows, err := r.pool.Query(ctx, order.sql(`
 		SELECT e.user_id, e.score, e.updated_at, coalesce(u.nick_name, ''), e.metadata
 		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
-		WHERE (e.board_id || ':' || e.period) = $1
-		ORDER BY (e.board_id || ':' || e.period), e.sort_key DESC, e.reached_at ASC, e.user_id DESC
-		LIMIT $2`, board+":"+period, limit)
+		WHERE {e.in}
+		ORDER BY {e.order}
+		LIMIT @n`), rankArgs(board, period, pgx.NamedArgs{"n": limit}))
 	if err != nil {
 		return Top{}, unavailable("top from postgres", err)
 	}
@@ -55,20 +71,24 @@ func (r *Ranks) Top(ctx context.Context, board, period string, limit int) (Top, 
 // User returns a user's entry and rank (1 + the count of entries ranked above), or
 // ErrNotFound.
 func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, error) {
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return Entry{}, err
+	}
 	e := Entry{UserID: userID}
 	var meta []byte
-	err := r.pool.QueryRow(ctx, `
+	err = r.pool.QueryRow(ctx, order.sql(`
 		WITH me AS (
 			SELECT sort_key, score, reached_at, updated_at, metadata FROM board_entries
-			WHERE board_id = $1 AND period = $2 AND user_id = $3
+			WHERE board_id = @b AND period = @p AND user_id = @u
 		)
 		SELECT me.score, me.updated_at, me.metadata, 1 + (
 			SELECT count(*) FROM visible_entries o
-			WHERE (o.board_id || ':' || o.period) = $1 || ':' || $2
-			  AND (o.sort_key > me.sort_key
-			    OR (o.sort_key = me.sort_key AND o.reached_at < me.reached_at)
-			    OR (o.sort_key = me.sort_key AND o.reached_at = me.reached_at AND o.user_id > $3))
-		) FROM me`, board, period, userID).Scan(&e.Score, &e.UpdatedAt, &meta, &e.Rank)
+			WHERE {o.in}
+			  AND ({o.k} > me.sort_key
+			    OR ({o.k} = me.sort_key AND {o.r} < me.reached_at)
+			    OR ({o.k} = me.sort_key AND {o.r} = me.reached_at AND o.user_id > @u))
+		) FROM me`), rankArgs(board, period, pgx.NamedArgs{"u": userID})).Scan(&e.Score, &e.UpdatedAt, &meta, &e.Rank)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}

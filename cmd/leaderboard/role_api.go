@@ -34,7 +34,8 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	// The write path's value reads and rate limits, in pipelines that wait a little for
 	// other writes' (at 2,000 writes/s, 2 ms took Redis from ~102 to ~86 µs per write).
 	writePipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout, d.cfg.WriteLinger)
-	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks})
+	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks}).
+		WithClosedPeriods(ranks.Closed())
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
 		NextReset: periods.NextResetOf}, reads, d.reg)
 	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,

@@ -1,0 +1,175 @@
+package storage_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/openleaderboard/leaderboard/storage"
+)
+
+// allReads reads a board period every way Ranks can, as "rank:user" lists: the top, a
+// page walk, around a user, and a set of users.
+func allReads(t *testing.T, r *storage.Ranks, board, period string, users []string) string {
+	t.Helper()
+	ctx := testContext(t)
+	top, err := r.Top(ctx, board, period, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := walk(t, func(after *storage.Position) ([]storage.Entry, error) { return r.Page(ctx, board, period, after, 7) }, 7)
+	_, around, err := r.Around(ctx, board, period, users[len(users)/2], 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := r.Users(ctx, board, period, users[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, err := r.User(ctx, board, period, users[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("top [%s]\npages [%s]\naround [%s]\nusers [%s]\nuser %d:%s", rankedUsers(top.Entries), strings.Join(pages, " "),
+		rankedUsers(around), rankedUsers(some), me.Rank, me.UserID)
+}
+
+func unfrozen(t *testing.T, pool *pgxpool.Pool, board, period string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(testContext(t), `SELECT count(*) FROM board_entries WHERE board_id = $1 AND period = $2 AND closed_sort_key IS NULL`,
+		board, period).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestClosedPeriodRanks: the reader of closed periods answers as the sorting reader does,
+// before its period is frozen (it sorts, and starts the freeze), once frozen (through the
+// frozen copy of the ranks, which a tampered copy shows), and after the projector wrote
+// to the frozen period (an updated entry keeps its copy current; a new one is read
+// sorted until the next freeze).
+func TestClosedPeriodRanks(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	p := storage.NewProjection(pool)
+	const board, period = "daily", "2026-11-20"
+	var events []storage.ScoreEvent
+	var users []string
+	for i := range 30 {
+		u := fmt.Sprintf("u%02d", i)
+		users = append(users, u)
+		ev := incrEvent("ev-"+u, u, int64(i%7), at(i%4)) // ties on value and on reach time
+		ev.Board, ev.Period = board, period
+		events = append(events, ev)
+	}
+	mustApply(t, p, events...)
+	sorted, closed := storage.NewRanks(pool), storage.NewRanks(pool).Closed()
+	want := allReads(t, sorted, board, period, users)
+	if got := allReads(t, closed, board, period, users); got != want {
+		t.Fatalf("closed reader before the freeze:\n%s\nwant\n%s", got, want)
+	}
+	// The reads above started a freeze; another one waits for it or finds nothing to do.
+	if _, err := closed.Freeze(ctx, board, period); err != nil {
+		t.Fatal(err)
+	}
+	if n := unfrozen(t, pool, board, period); n != 0 {
+		t.Fatalf("%d entries unfrozen after Freeze", n)
+	}
+	if got := allReads(t, closed, board, period, users); got != want {
+		t.Fatalf("closed reader once frozen:\n%s\nwant\n%s", got, want)
+	}
+	// Frozen reads rank by the frozen copy: sink the leader's copy and it goes last.
+	top, err := sorted.Top(ctx, board, period, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := top.Entries[0].UserID
+	if _, err := pool.Exec(ctx, `UPDATE board_entries SET closed_sort_key = -1 WHERE board_id = $1 AND period = $2 AND user_id = $3`, board, period, leader); err != nil {
+		t.Fatal(err)
+	}
+	pages := walk(t, func(after *storage.Position) ([]storage.Entry, error) { return closed.Page(ctx, board, period, after, 7) }, 7)
+	if last := pages[len(pages)-1]; last != fmt.Sprintf("%d:%s", len(users), leader) {
+		t.Fatalf("the leader with a sunk copy: the walk ends with %s, want %d:%s (frozen reads use the copy)", last, len(users), leader)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE board_entries SET closed_sort_key = sort_key WHERE board_id = $1 AND period = $2 AND user_id = $3`, board, period, leader); err != nil {
+		t.Fatal(err)
+	}
+
+	// A late write to the frozen period: an entry updated, one created.
+	late := incrEvent("ev-late-1", users[10], 100, at(9))
+	late.Board, late.Period = board, period
+	fresh := incrEvent("ev-late-2", "u99", 50, at(9))
+	fresh.Board, fresh.Period = board, period
+	mustApply(t, p, late, fresh)
+	var copyKey, sortKey int64
+	if err := pool.QueryRow(ctx, `SELECT closed_sort_key, sort_key FROM board_entries WHERE board_id = $1 AND period = $2 AND user_id = $3`,
+		board, period, users[10]).Scan(&copyKey, &sortKey); err != nil || copyKey != sortKey {
+		t.Fatalf("a frozen entry written to: copy %d, sort key %d, %v; want the copy current", copyKey, sortKey, err)
+	}
+	users = append(users, "u99")
+	want = allReads(t, sorted, board, period, users)
+	if !strings.HasPrefix(want, "top [1:u10 2:u99") {
+		t.Fatalf("the late writes do not lead: %s", want)
+	}
+	if got := allReads(t, closed, board, period, users); got != want {
+		t.Fatalf("closed reader after late writes:\n%s\nwant\n%s", got, want)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for unfrozen(t, pool, board, period) > 0 { // the reads started a freeze of the new entry
+		if time.Now().After(deadline) {
+			t.Fatal("the new entry of a frozen period was not frozen by the reads' freeze")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := allReads(t, closed, board, period, users); got != want {
+		t.Fatalf("closed reader frozen again:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestOpenPeriodUpdatesAreHOT: the projector's updates of an open period's entries change
+// no indexed column, so PostgreSQL makes them HOT (no index insert); an index covering
+// the sort key (the rank index before migration 0009) made none of them HOT.
+func TestOpenPeriodUpdatesAreHOT(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	p := storage.NewProjection(pool)
+	const users = 200
+	round := func(r int) {
+		for lo := 0; lo < users; lo += 20 {
+			var events []storage.ScoreEvent
+			for i := lo; i < lo+20; i++ {
+				events = append(events, bestEvent(fmt.Sprintf("ev-%d-%d", r, i), fmt.Sprintf("user-%03d", i), int64(100*r+i), at(r)))
+			}
+			mustApply(t, p, events...)
+		}
+	}
+	round(1) // inserts
+	for r := 2; r <= 4; r++ {
+		round(r)
+	}
+	const updates = 3 * users
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var upd, hot int64
+		if err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'board_entries'`).Scan(&upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		if upd >= updates {
+			if hot*3 < upd {
+				t.Fatalf("%d of %d entry updates were HOT, want at least a third", hot, upd)
+			}
+			t.Logf("%d of %d entry updates were HOT", hot, upd)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pg_stat_user_tables counts %d entry updates after 30 s, want %d", upd, updates)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
