@@ -463,4 +463,30 @@ func TestPastPeriods(t *testing.T) {
 	if n := len(env.rdb.Keys(context.Background(), env.prefix+":{daily}:2026-05-04:*").Val()); n != 0 {
 		t.Fatalf("a day past the window was loaded into Redis (%d keys)", n)
 	}
+	// That read froze the closed day (in the background); reads then go through its rank
+	// index, with the same answer. The open day's entries are not frozen.
+	if r := svc.do(t, http.MethodPost, "/v1/boards/daily/scores?wait=true", srv, `{"value": 3, "user_id": "pa"}`); r.status != 200 {
+		t.Fatalf("a score today: %d %s", r.status, r.raw)
+	}
+	frozen := func(period string) (n, of int) {
+		t.Helper()
+		if err := env.db().QueryRow(context.Background(), `SELECT count(closed_sort_key), count(*) FROM board_entries WHERE board_id = 'daily' AND period = $1`,
+			period).Scan(&n, &of); err != nil {
+			t.Fatal(err)
+		}
+		return n, of
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for n, of := frozen("2026-05-04"); n != of || of != 2; n, of = frozen("2026-05-04") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the closed day's %d entries frozen 20 s after its read", n, of)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := read(); got != want {
+		t.Fatalf("the closed day frozen: %s, want %s", got, want)
+	}
+	if n, of := frozen("2026-05-09"); n != 0 || of != 1 {
+		t.Fatalf("%d of the open day's %d entries frozen, want none of 1", n, of)
+	}
 }
