@@ -80,17 +80,17 @@ func (r *Ranks) order(ctx context.Context, board, period string) (rankOrder, err
 	if !unfrozen {
 		return frozen, nil
 	}
-	go func() {
-		_, _, _ = r.freezes.Do(board+"\x00"+period, func() (any, error) {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-			defer cancel()
-			n, err := r.Freeze(fctx, board, period)
-			if err != nil {
-				slog.Warn("freezing a closed period's ranks failed (its reads sort it meanwhile)", "board", board, "period", period, "frozen", n, "err", err)
-			}
-			return nil, nil
-		})
-	}()
+	// DoChan runs the freeze in a goroutine of its own, once however many reads come
+	// meanwhile; they do not wait for it (nor keep a goroutine each).
+	r.freezes.DoChan(board+"\x00"+period, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		n, err := r.Freeze(fctx, board, period)
+		if err != nil {
+			slog.Warn("freezing a closed period's ranks failed (its reads sort it meanwhile)", "board", board, "period", period, "frozen", n, "err", err)
+		}
+		return nil, nil
+	})
 	return sorted, nil
 }
 
