@@ -93,7 +93,9 @@ func TestClosedPeriodRanks(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE board_entries SET closed_sort_key = -1 WHERE board_id = $1 AND period = $2 AND user_id = $3`, board, period, leader); err != nil {
 		t.Fatal(err)
 	}
-	pages := walk(t, func(after *storage.Position) ([]storage.Entry, error) { return closed.Page(ctx, board, period, after, 7) }, 7)
+	pages := walk(t, func(after *storage.Position) ([]storage.Entry, error) {
+		return closed.Page(ctx, board, period, after, 7)
+	}, 7)
 	if last := pages[len(pages)-1]; last != fmt.Sprintf("%d:%s", len(users), leader) {
 		t.Fatalf("the leader with a sunk copy: the walk ends with %s, want %d:%s (frozen reads use the copy)", last, len(users), leader)
 	}
