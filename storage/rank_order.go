@@ -35,7 +35,7 @@ type rankSQLKey struct {
 	frozen bool
 }
 
-// sql fills q's placeholders for the aliases e, o and me.
+// sql fills q's placeholders for the aliases e and o (cached: queries are constants).
 func (o rankOrder) sql(q string) string {
 	if s, ok := rankSQLCache.Load(rankSQLKey{q, o.frozen}); ok {
 		return s.(string)
