@@ -71,11 +71,9 @@ func (r *Ranks) order(ctx context.Context, board, period string) (rankOrder, err
 	if !r.closed {
 		return sorted, nil
 	}
-	var unfrozen bool
-	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2 AND closed_sort_key IS NULL)`,
-		board, period).Scan(&unfrozen)
+	unfrozen, err := r.unfrozen(ctx, board, period)
 	if err != nil {
-		return sorted, unavailable("rank order", err)
+		return sorted, err
 	}
 	if !unfrozen {
 		return frozen, nil
@@ -112,10 +110,9 @@ func (r *Ranks) Freeze(ctx context.Context, board, period string) (int64, error)
 		total += tag.RowsAffected()
 		if tag.RowsAffected() == 0 {
 			// Entries locked by the projector were skipped: done when none is left.
-			var left bool
-			if err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2 AND closed_sort_key IS NULL)`,
-				board, period).Scan(&left); err != nil {
-				return total, unavailable("freeze period", err)
+			left, err := r.unfrozen(ctx, board, period)
+			if err != nil {
+				return total, err
 			}
 			if !left {
 				return total, nil
@@ -127,6 +124,15 @@ func (r *Ranks) Freeze(ctx context.Context, board, period string) (int64, error)
 			}
 		}
 	}
+}
+
+// unfrozen says whether any entry of a board period is not frozen (board_entries_unfrozen
+// answers it from an index of the entries left to freeze).
+func (r *Ranks) unfrozen(ctx context.Context, board, period string) (bool, error) {
+	var ok bool
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2 AND closed_sort_key IS NULL)`,
+		board, period).Scan(&ok)
+	return ok, unavailable("entries left to freeze", err)
 }
 
 // rankArgs are the named arguments of a rank query of a board period.
