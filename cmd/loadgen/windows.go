@@ -24,6 +24,7 @@ type windows struct {
 	size     time.Duration
 	start    time.Time
 	accepted []atomic.Int64 // the phase's full windows, then one for every later answer
+	latency  []latencies    // the same windows' accept latencies
 	applied  []int64        // the same windows, from score_history once measured
 	measured bool
 }
@@ -32,7 +33,7 @@ type windows struct {
 // is counted with what comes after the phase). size is positive (-window is at least 1s).
 func newWindows(start time.Time, d, size time.Duration) *windows {
 	n := int(d / size)
-	return &windows{size: size, start: start, accepted: make([]atomic.Int64, n+1), applied: make([]int64, n+1)}
+	return &windows{size: size, start: start, accepted: make([]atomic.Int64, n+1), latency: make([]latencies, n+1), applied: make([]int64, n+1)}
 }
 
 // index is the window at (never before start: sends begin at it): a full window, or the
@@ -41,7 +42,12 @@ func (w *windows) index(at time.Time) int {
 	return min(int(at.Sub(w.start)/w.size), len(w.accepted)-1)
 }
 
-func (w *windows) accept(at time.Time) { w.accepted[w.index(at)].Add(1) }
+// accept counts a 202 answered at at, latency after its scheduled send.
+func (w *windows) accept(at time.Time, latency time.Duration) {
+	i := w.index(at)
+	w.accepted[i].Add(1)
+	w.latency[i].add(latency)
+}
 
 // measureApplied counts, per window, the commands the pipeline applied (score_history rows
 // by applied_at, the transaction's start, less the daily and season rows of match points).
@@ -79,9 +85,10 @@ func (b *bench) measureApplied(ctx context.Context, ph *writePhase) {
 
 // windowReport is one window of a write phase.
 type windowReport struct {
-	StartS   float64 `json:"start_s"`
-	Accepted int64   `json:"accepted"` // 202s answered within it
-	Applied  int64   `json:"applied"`  // commands the pipeline applied within it
+	StartS      float64 `json:"start_s"`
+	Accepted    int64   `json:"accepted"`      // 202s answered within it
+	Applied     int64   `json:"applied"`       // commands the pipeline applied within it
+	AcceptP99Ms float64 `json:"accept_p99_ms"` // of the 202s answered within it
 }
 
 // windowsReport is a write phase window by window.
@@ -104,7 +111,7 @@ func (w *windows) report() *windowsReport {
 	r := &windowsReport{SizeS: w.size.Seconds(), WorstRatio: 1}
 	last := len(w.accepted) - 1
 	for i := range last {
-		wr := windowReport{StartS: (time.Duration(i) * w.size).Seconds(), Accepted: w.accepted[i].Load(), Applied: w.applied[i]}
+		wr := windowReport{StartS: (time.Duration(i) * w.size).Seconds(), Accepted: w.accepted[i].Load(), Applied: w.applied[i], AcceptP99Ms: w.latency[i].summary().P99}
 		r.Windows = append(r.Windows, wr)
 		if wr.Accepted > 0 {
 			if ratio := float64(wr.Applied) / float64(wr.Accepted); ratio < r.WorstRatio {
@@ -153,6 +160,18 @@ func judge(r writeReport) *holdsReport {
 	return h
 }
 
+// printPerWindow prints one value per window, ten to a line, the first line headed.
+func (b *bench) printPerWindow(head string, values []string) {
+	const perLine = 10
+	for i := 0; i < len(values); i += perLine {
+		h := strings.Repeat(" ", len(head))
+		if i == 0 {
+			h = head
+		}
+		fmt.Fprintf(b.out, "  %s %s\n", h, strings.Join(values[i:min(i+perLine, len(values))], " "))
+	}
+}
+
 // printWindows prints the phase's windows and, for an open-loop phase, whether its rate holds.
 func (b *bench) printWindows(ph *writePhase) {
 	r := b.writeReport(ph)
@@ -160,18 +179,13 @@ func (b *bench) printWindows(ph *writePhase) {
 	if w == nil {
 		return
 	}
-	var parts []string
+	var parts, p99s []string
 	for _, x := range w.Windows {
 		parts = append(parts, fmt.Sprintf("%d/%d", x.Applied, x.Accepted))
+		p99s = append(p99s, fmt.Sprintf("%.0f", x.AcceptP99Ms))
 	}
-	const perLine = 10
-	for i := 0; i < len(parts); i += perLine {
-		head := "            "
-		if i == 0 {
-			head = fmt.Sprintf("  %2.0fs windows", w.SizeS)
-		}
-		fmt.Fprintf(b.out, "%s (applied/accepted): %s\n", head, strings.Join(parts[i:min(i+perLine, len(parts))], " "))
-	}
+	b.printPerWindow(fmt.Sprintf("%2.0fs windows (applied/accepted):", w.SizeS), parts)
+	b.printPerWindow("accept p99 ms per window:", p99s)
 	fmt.Fprintf(b.out, "  worst window applied %.1f %% of its accepted (at %.0fs); after the windows: %d accepted, %d applied\n",
 		100*w.WorstRatio, w.WorstStartS, w.AfterAccepted, w.AfterApplied)
 	if h := r.Holds; h != nil {

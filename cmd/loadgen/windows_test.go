@@ -11,7 +11,7 @@ func TestWindowsCountAndReport(t *testing.T) {
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	w := newWindows(start, 35*time.Second, 10*time.Second) // 3 full windows; the last 5 s go with what comes after
 	for _, off := range []time.Duration{0, 1, 9999 * time.Millisecond, 10 * time.Second, 29 * time.Second, 30 * time.Second, 40 * time.Second} {
-		w.accept(start.Add(off))
+		w.accept(start.Add(off), off/10)
 	}
 	if got := []int64{w.accepted[0].Load(), w.accepted[1].Load(), w.accepted[2].Load(), w.accepted[3].Load()}; !slices.Equal(got, []int64{3, 1, 1, 2}) {
 		t.Fatalf("accepted per window = %v, want [3 1 1 2]", got)
@@ -24,6 +24,9 @@ func TestWindowsCountAndReport(t *testing.T) {
 	r := w.report()
 	if len(r.Windows) != 3 || r.Windows[1].StartS != 10 || r.Windows[1].Accepted != 1 || r.Windows[1].Applied != 0 {
 		t.Fatalf("windows = %+v", r.Windows)
+	}
+	if p99s := []float64{r.Windows[0].AcceptP99Ms, r.Windows[1].AcceptP99Ms, r.Windows[2].AcceptP99Ms}; !slices.Equal(p99s, []float64{999.9, 1000, 2900}) {
+		t.Fatalf("accept p99 per window = %v, want [999.9 1000 2900] (each window's own answers)", p99s)
 	}
 	if r.WorstRatio != 0 || r.WorstStartS != 10 || r.AfterAccepted != 2 || r.AfterApplied != 4 {
 		t.Fatalf("report = %+v, want the worst window at 10s with ratio 0, 2 accepted and 4 applied after", r)

@@ -230,7 +230,7 @@ func (b *bench) send(ctx context.Context, ph *writePhase, k kind, user int32, fr
 		}
 		ph.acceptLatency.add(now.Sub(from))
 		ks.acceptLatency.add(now.Sub(from))
-		ph.win.accept(now)
+		ph.win.accept(now, now.Sub(from))
 		reach := b.users.accept(k, user, ev.score) // every accepted value counts in the running sums
 		if b.cfg.VisSample >= 1 || rand.Float64() < b.cfg.VisSample {
 			b.vis.add(k, user, reach, now, ph)
