@@ -97,7 +97,7 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 // MaintainDue vacuums the tables whose dead rows exceed 50 plus 20 % of their rows, or
 // whose rows inserted since the last vacuum exceed 1000 plus 20 %, and analyzes those
 // whose rows changed since the last analyze exceed 50 plus 10 % (autovacuum's default
-// thresholds). A full pass of every table every interval, as the maintenance did first,
+// thresholds; a table's own autovacuum settings and the server's replace them). A full pass of every table every interval, as the maintenance did first,
 // re-read the history and the request log as they grew: at 4,000 writes/s, 0.15 cores of
 // PostgreSQL within three minutes.
 func (m *TableMaintenance) MaintainDue(ctx context.Context) error { return m.maintain(ctx, false) }
@@ -122,13 +122,7 @@ func (m *TableMaintenance) maintain(ctx context.Context, grownOnly bool) error {
 	if grownOnly {
 		m.looks.Add(1)
 	}
-	rows, err := m.pool.Query(ctx, `
-		SELECT s.relid::regclass::text,
-		       s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0) OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
-		       s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0),
-		       s.n_live_tup > 2 * greatest(c.reltuples, 0) + 50
-		FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-		WHERE s.relid = ANY($1::text[]::regclass[])`, m.tables)
+	rows, err := m.pool.Query(ctx, dueSQL, m.tables)
 	if err != nil {
 		return unavailable("find tables due for maintenance", err)
 	}
@@ -160,6 +154,27 @@ func (m *TableMaintenance) maintain(ctx context.Context, grownOnly bool) error {
 	}
 	return m.run(ctx, commands)
 }
+
+// dueSQL says of each table (argument: their names) whether a vacuum and an analyze are
+// due and whether it outgrew its statistics, with autovacuum's thresholds: the table's own
+// (ALTER TABLE … SET (autovacuum_…)), else the server's. An insert threshold of -1 turns
+// vacuums for insertions off, as it does for autovacuum.
+const dueSQL = `
+		SELECT s.relid::regclass::text,
+		       s.n_dead_tup > o.vt + o.vs * r.n OR (o.it >= 0 AND s.n_ins_since_vacuum > o.it + o.iscale * r.n),
+		       s.n_mod_since_analyze > o.at + o.ascale * r.n,
+		       s.n_live_tup > 2 * r.n + 50
+		FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid,
+		LATERAL (SELECT greatest(c.reltuples, 0) AS n) r,
+		LATERAL (SELECT
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_vacuum_threshold'), current_setting('autovacuum_vacuum_threshold'))::float8 AS vt,
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_vacuum_scale_factor'), current_setting('autovacuum_vacuum_scale_factor'))::float8 AS vs,
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_vacuum_insert_threshold'), current_setting('autovacuum_vacuum_insert_threshold'))::float8 AS it,
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_vacuum_insert_scale_factor'), current_setting('autovacuum_vacuum_insert_scale_factor'))::float8 AS iscale,
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_analyze_threshold'), current_setting('autovacuum_analyze_threshold'))::float8 AS at,
+		  coalesce(max(option_value) FILTER (WHERE option_name = 'autovacuum_analyze_scale_factor'), current_setting('autovacuum_analyze_scale_factor'))::float8 AS ascale
+		  FROM pg_options_to_table(c.reloptions)) o
+		WHERE s.relid = ANY($1::text[]::regclass[])`
 
 // The commands, with no parallel workers for a VACUUM (autovacuum never uses them).
 const (

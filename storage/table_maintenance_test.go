@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/openleaderboard/leaderboard/storage"
@@ -131,6 +133,38 @@ func TestTableMaintenanceVacuumsWhatIsDue(t *testing.T) {
 	step(`INSERT INTO users (user_id) SELECT 'v-' || i FROM generate_series(1, 1100) i`, false, true)
 	// 1800 rows (the analyze counted them): past 1360 insertions since the vacuum.
 	step(`INSERT INTO users (user_id) SELECT 'w-' || i FROM generate_series(1, 300) i`, true, true)
+	// A table's own autovacuum settings replace the defaults: 2100 rows, analyzed as they
+	// double (past 50 + 2100 changed), no vacuum for insertions.
+	run(`ALTER TABLE users SET (autovacuum_analyze_scale_factor = 1, autovacuum_vacuum_insert_threshold = -1)`)
+	step(`INSERT INTO users (user_id) SELECT 'x-' || i FROM generate_series(1, 2000) i`, false, false)
+	step(`INSERT INTO users (user_id) SELECT 'y-' || i FROM generate_series(1, 151) i`, false, true)
+	// Dead rows still count with the default: past 50 + 20 % of the 4251 rows the analyze
+	// counted (an analyze waits for 4301 changes).
+	step(`DELETE FROM users WHERE user_id LIKE 'x-%' AND length(user_id) < 5`, false, false)
+	step(`DELETE FROM users WHERE user_id LIKE 'x-%'`, true, false)
+}
+
+// TestHistoryAndRequestLogAnalyzedAsTheyDouble: the append-only tables carry their own
+// analyze threshold (migration 0010), which the maintenance and autovacuum both read.
+func TestHistoryAndRequestLogAnalyzedAsTheyDouble(t *testing.T) {
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	rows, err := pool.Query(ctx, `SELECT relname, reloptions FROM pg_class WHERE relname IN ('score_history', 'score_requests') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type opts struct {
+		Relname    string
+		Reloptions []string
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[opts])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []opts{{"score_history", []string{"autovacuum_analyze_scale_factor=1"}}, {"score_requests", []string{"autovacuum_analyze_scale_factor=1"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("reloptions = %+v, want %+v", got, want)
+	}
 }
 
 // skipWithAutovacuum skips a test of the service's own maintenance on a PostgreSQL that
