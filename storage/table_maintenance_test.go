@@ -145,7 +145,8 @@ func TestTableMaintenanceVacuumsWhatIsDue(t *testing.T) {
 }
 
 // TestHistoryAndRequestLogAnalyzedAsTheyDouble: the append-only tables carry their own
-// analyze threshold (migration 0010), which the maintenance and autovacuum both read.
+// analyze threshold and a small statistics sample (migration 0010), which the maintenance
+// and autovacuum both read.
 func TestHistoryAndRequestLogAnalyzedAsTheyDouble(t *testing.T) {
 	pool := newMigratedPool(t, 1)
 	ctx := testContext(t)
@@ -164,6 +165,18 @@ func TestHistoryAndRequestLogAnalyzedAsTheyDouble(t *testing.T) {
 	want := []opts{{"score_history", []string{"autovacuum_analyze_scale_factor=1"}}, {"score_requests", []string{"autovacuum_analyze_scale_factor=1"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("reloptions = %+v, want %+v", got, want)
+	}
+	// Every column, those added later too, is analyzed from the small sample: one column at
+	// the default target sets the sample of the whole table back to 30,000 rows.
+	rows, err = pool.Query(ctx, `
+		SELECT c.relname || '.' || a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+		WHERE c.relname IN ('score_history', 'score_requests') AND a.attnum > 0 AND NOT a.attisdropped
+		  AND coalesce(a.attstattarget, -1) <> 10 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(cols) > 0 {
+		t.Fatalf("columns analyzed at another statistics target: %v (%v)", cols, err)
 	}
 }
 
