@@ -3,7 +3,7 @@
 -- plan on them turns on fine statistics (lookups are by unique key, retention by time):
 -- analyze them as they double, not at every 10 %, from a sample of 3,000 rows, not 30,000.
 -- At 8,000 scores a second the defaults re-analyzed each of them every 10-15 s, 0.2-0.8 s
--- of a backend's CPU at once (a 30,000-row sample read from as many pages, each text
+-- per analyze in the statement log (a 30,000-row sample read from as many pages, each text
 -- column sorted), and the accept path's p99 rose in the seconds of each. (The service's own
 -- maintenance, which runs when autovacuum is off, reads these settings as autovacuum does.)
 ALTER TABLE score_history SET (autovacuum_analyze_scale_factor = 1);
