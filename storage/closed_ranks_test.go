@@ -136,7 +136,10 @@ func TestClosedPeriodRanks(t *testing.T) {
 
 // TestOpenPeriodUpdatesAreHOT: the projector's updates of an open period's entries change
 // no indexed column, so PostgreSQL makes them HOT (no index insert); an index covering
-// the sort key (the rank index before migration 0009) made none of them HOT.
+// the sort key (the rank index before migration 0009) made none of them HOT. A HOT update
+// also needs room on its page, which depends on whether PostgreSQL could prune the
+// previous versions yet: alone 576 of the 600 are HOT, amid the whole suite's parallel
+// tests 130 were seen; a changed indexed column makes it 0. Hence at least one in 20.
 func TestOpenPeriodUpdatesAreHOT(t *testing.T) {
 	t.Parallel()
 	pool := newMigratedPool(t, 1)
@@ -164,8 +167,8 @@ func TestOpenPeriodUpdatesAreHOT(t *testing.T) {
 			t.Fatal(err)
 		}
 		if upd >= updates {
-			if hot*3 < upd {
-				t.Fatalf("%d of %d entry updates were HOT, want at least a third", hot, upd)
+			if hot*20 < upd {
+				t.Fatalf("%d of %d entry updates were HOT, want at least one in 20", hot, upd)
 			}
 			t.Logf("%d of %d entry updates were HOT", hot, upd)
 			return
