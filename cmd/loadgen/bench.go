@@ -230,6 +230,7 @@ type mark struct {
 	// counts commands.
 	rows, extraRows int64
 	rowsOK          bool
+	wal             walSample
 }
 
 func (b *bench) mark(ctx context.Context) mark {
@@ -237,6 +238,7 @@ func (b *bench) mark(ctx context.Context) mark {
 	if b.pg != nil {
 		err := b.pg.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE board_id IN ($1, $2)) FROM score_history`, dailyBoard, seasonBoard).Scan(&m.rows, &m.extraRows)
 		m.rowsOK = err == nil
+		m.wal = readWAL(ctx, b.pg)
 	}
 	m.at = time.Now()
 	return m

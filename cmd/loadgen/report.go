@@ -43,6 +43,8 @@ type writeReport struct {
 	Pipeline *pipelineReport `json:"pipeline,omitempty"`
 	// CPU is the CPU time by process group.
 	CPU *phaseCPU `json:"cpu,omitempty"`
+	// WAL is the PostgreSQL WAL the phase made until drained.
+	WAL *phaseWAL `json:"wal,omitempty"`
 }
 
 // kindReport is one kind of command of the mixed phase.
@@ -143,6 +145,7 @@ func (b *bench) writeReport(ph *writePhase) writeReport {
 			d := ph.m2.at.Sub(ph.m0.at)
 			p.Rows, p.Commands = ph.m2.rows-ph.m0.rows, (ph.m2.rows-ph.m2.extraRows)-(ph.m0.rows-ph.m0.extraRows)
 			p.ToDrainedS, p.RowsPerS, p.CommandsPerS = seconds(d), perSecond(p.Rows, d), perSecond(p.Commands, d)
+			r.WAL = walBetween(ph.m0.wal, ph.m2.wal, p.Rows, p.Commands)
 		}
 		r.Pipeline = p
 	}
@@ -254,6 +257,9 @@ func (b *bench) printPipeline(ph *writePhase) {
 			fmt.Fprintf(b.out, "  CPU µs per applied row: %s\n", fmtGroups(c.UsPerRow, "%.0f"))
 		}
 	}
+	if r.WAL != nil {
+		fmt.Fprintf(b.out, "  PostgreSQL WAL: %s\n", fmtWAL(r.WAL))
+	}
 }
 
 func (b *bench) printRead(ph *readPhase) {
@@ -359,6 +365,7 @@ func (b *bench) printTable() {
 	}
 	b.printLimiterTable(tw, blank)
 	b.printCPUTable(tw, blank)
+	b.printWALTable(tw, blank)
 	if len(b.reads) > 0 || b.ceiling != nil {
 		blank()
 		fmt.Fprintln(tw, "reads\tconcurrency\treq/s\tvs /healthz\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\tservice µs/req\t")
@@ -502,6 +509,7 @@ func (b *bench) printNotes() {
 	fmt.Fprintln(b.out, "           service (embedded broker included) + postgres (postmaster, background processes, the bench")
 	fmt.Fprintln(b.out, "           database's backends) + redis; 'pg other dbs' = backends of other databases (other users' tests),")
 	fmt.Fprintln(b.out, "           left out of the total; processes started meanwhile count from zero, ended ones are lost")
+	printWALNote(b.out)
 	if b.limiter != nil {
 		fmt.Fprintln(b.out, "limiter:   off = the server token (server writes skip the limiter), on = each user's own player token")
 		fmt.Fprintln(b.out, "           (the GCRA of LEADERBOARD_RATE_LIMIT: one Redis script call per write); each setting's runs taken")
