@@ -350,13 +350,21 @@ func splitKeys(keys []EntryKey) (boards, periods, users pgTexts) {
 // (a removed entry stays there: the caller knows it is gone). An entry of a period that
 // was frozen (Ranks.Freeze) stays frozen, its copy of the rank kept current; the others'
 // copies stay NULL, so that no indexed column changes and the update is HOT.
+//
+// Entries that current holds (read under the batch's entry locks) are updated in place, the
+// others inserted: only the projector, holding those locks, inserts or deletes entries, so
+// neither set changes underneath. A plain UPDATE writes one WAL record per entry where an
+// upsert that finds its row also locks it first (a second record).
 func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]EntryState) {
-	var states, removed []EntryState
+	var updates, inserts, removed []EntryState
 	for _, s := range all {
-		if s.Removed {
+		switch _, exists := current[s.Key()]; {
+		case s.Removed:
 			removed = append(removed, s)
-		} else {
-			states = append(states, s)
+		case exists:
+			updates = append(updates, s)
+		default:
+			inserts = append(inserts, s)
 		}
 	}
 	if len(removed) > 0 {
@@ -367,18 +375,19 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		b.Queue(`DELETE FROM board_entries e USING unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
 			WHERE e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`, boards, periods, users)
 	}
-	if len(states) == 0 {
-		return
+	if len(updates) > 0 {
+		queueEntryStates(b, "update", `
+		UPDATE board_entries AS e SET score = k.score, sort_key = k.sort_key, version = k.version,
+			reached_at = k.reached_at, updated_at = k.updated_at, metadata = k.metadata,
+			closed_sort_key = CASE WHEN e.closed_sort_key IS NOT NULL THEN k.sort_key END,
+			closed_reached_at = CASE WHEN e.closed_sort_key IS NOT NULL THEN k.reached_at END
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
+			AS k(b, p, u, score, sort_key, version, reached_at, updated_at, metadata)
+		WHERE e.board_id = k.b AND e.period = k.p AND e.user_id = k.u
+		RETURNING `+entryColumns, updates, current)
 	}
-	n := len(states)
-	boards, periods, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
-	scores, sortKeys, versions := make(pgInt64s, n), make(pgInt64s, n), make(pgInt64s, n)
-	reached, updated, metas := make(pgTimes, n), make(pgTimes, n), make([]*string, n)
-	for i, s := range states {
-		boards[i], periods[i], users[i], scores[i], sortKeys[i], versions[i] = s.Board, s.Period, s.UserID, s.Score, s.SortKey, s.Version
-		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
-	}
-	b.Queue(`
+	if len(inserts) > 0 {
+		queueEntryStates(b, "insert", `
 		INSERT INTO board_entries AS e (board_id, period, user_id, score, sort_key, version, reached_at, updated_at, metadata, hidden)
 		SELECT k.*, EXISTS (SELECT 1 FROM user_bans x WHERE x.user_id = k.u)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[])
@@ -387,8 +396,24 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 			version = excluded.version, reached_at = excluded.reached_at, updated_at = excluded.updated_at, metadata = excluded.metadata,
 			closed_sort_key = CASE WHEN e.closed_sort_key IS NOT NULL THEN excluded.sort_key END,
 			closed_reached_at = CASE WHEN e.closed_sort_key IS NOT NULL THEN excluded.reached_at END
-		RETURNING `+entryColumns,
-		boards, periods, users, scores, sortKeys, versions, reached, updated, metas).Query(func(rows pgx.Rows) error {
+		RETURNING `+entryColumns, inserts, current)
+	}
+}
+
+// queueEntryStates queues sql, a write of states as nine arrays (board, period, user,
+// score, sort key, version, reach time, update time, metadata) returning entryColumns, and
+// puts the rows it returns into current; a write that returns another number of rows than
+// it was given states fails the batch.
+func queueEntryStates(b *pgx.Batch, what, sql string, states []EntryState, current map[EntryKey]EntryState) {
+	n := len(states)
+	boards, periods, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
+	scores, sortKeys, versions := make(pgInt64s, n), make(pgInt64s, n), make(pgInt64s, n)
+	reached, updated, metas := make(pgTimes, n), make(pgTimes, n), make([]*string, n)
+	for i, s := range states {
+		boards[i], periods[i], users[i], scores[i], sortKeys[i], versions[i] = s.Board, s.Period, s.UserID, s.Score, s.SortKey, s.Version
+		reached[i], updated[i], metas[i] = s.ReachedAt, s.UpdatedAt, jsonText(s.Metadata)
+	}
+	b.Queue(sql, boards, periods, users, scores, sortKeys, versions, reached, updated, metas).Query(func(rows pgx.Rows) error {
 		written := 0
 		for rows.Next() {
 			s, err := scanEntry(rows)
@@ -402,7 +427,7 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 			return err
 		}
 		if written != n {
-			return fmt.Errorf("entry upsert returned %d rows for %d states", written, n)
+			return fmt.Errorf("entry %s returned %d rows for %d states", what, written, n)
 		}
 		return nil
 	})

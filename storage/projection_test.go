@@ -430,3 +430,45 @@ func TestProjectionUnreadableAnswerRollsBack(t *testing.T) {
 	}
 	checkState(t, entryOf(t, got, "global", "good"), 7, 1, at(2))
 }
+
+// TestProjectionUpdatesOnlyItsOwnEntries applies an event to an entry that exists beside the
+// same user's entries of another period and another board, and another user's of the same
+// period: only that entry changes (existing entries are updated in place, by their whole key).
+func TestProjectionUpdatesOnlyItsOwnEntries(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	day := func(id, user, period string, value int64) storage.ScoreEvent {
+		return storage.ScoreEvent{EventID: id, Board: "daily", Period: period, Operator: "incr", UserID: user, Value: value, OccurredAt: at(1)}
+	}
+	mustApply(t, p, day("e1", "alice", "2026-11-24", 5), day("e2", "alice", "2026-11-25", 7), day("e3", "bob", "2026-11-25", 11), incrEvent("e4", "alice", 13, at(1)))
+	got := mustApply(t, p, day("e5", "alice", "2026-11-25", 100))
+	if len(got.Entries) != 1 {
+		t.Fatalf("second batch returned %d entries, want alice's of 2026-11-25: %+v", len(got.Entries), got.Entries)
+	}
+	want := map[string][2]int64{ // board/period/user: score, version
+		"daily/2026-11-24/alice": {5, 1}, "daily/2026-11-25/alice": {107, 2}, "daily/2026-11-25/bob": {11, 1}, "points/all_time/alice": {13, 1},
+	}
+	rows, err := pool.Query(testContext(t), `SELECT board_id || '/' || period || '/' || user_id, score, version FROM board_entries`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for rows.Next() {
+		var key string
+		var score, version int64
+		if err := rows.Scan(&key, &score, &version); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		if w, ok := want[key]; !ok || w != [2]int64{score, version} {
+			t.Errorf("%s: score %d version %d, want %v (present %v)", key, score, version, w, ok)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != len(want) {
+		t.Errorf("%d entries, want %d", seen, len(want))
+	}
+}
