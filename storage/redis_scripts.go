@@ -147,11 +147,14 @@ local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
   redis.call('ZADD', z, sortkey, member)
   redis.call('HSET', u, user, rec)
   o.touched[u] = true
+  -- Whether m holds any metadata is read once a script (o.metaHeld): on a board whose
+  -- entries carry none, an entry without metadata has none to delete.
+  if o.metaHeld == nil then o.metaHeld = redis.call('EXISTS', m) == 1 end
   if meta == '' then
-    if redis.call('HDEL', m, user) == 1 then renamed = true end
+    if o.metaHeld and redis.call('HDEL', m, user) == 1 then renamed = true end
   elseif redis.call('HGET', m, user) ~= meta then
     redis.call('HSET', m, user, meta)
-    renamed = true
+    o.metaHeld, renamed = true, true
   end
   if not cur then grow(o, redis.call('ZCARD', z)) end
   return was or inTop(z, member, topN), renamed

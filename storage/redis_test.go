@@ -538,6 +538,21 @@ func TestBoardsAscendingAndMetadata(t *testing.T) {
 	if err != nil || e.Rank != 1 || e.Score != 60000 || e.Metadata != nil {
 		t.Fatalf("slow after improving: %+v, %v", e, err)
 	}
+	// On a board period whose entries held no metadata when the write began, one write that
+	// gives an entry metadata and then a newer state without it leaves none.
+	next := storage.Target{Board: "laps", Period: "2026-W02"}
+	f.load(next.Board, next.Period)
+	w2 := func(user string, ms, version int64, meta string) storage.EntryState {
+		s := lap(user, ms, version, meta)
+		s.Period = next.Period
+		return s
+	}
+	if _, _, err := f.boards.Apply(ctx, next, []storage.EntryState{w2("fast", 61000, 1, ""), w2("slow", 90000, 1, `{"car":"b"}`), w2("slow", 80000, 2, "")}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := f.boards.User(ctx, "laps", next.Period, "slow"); err != nil || e.Score != 80000 || e.Metadata != nil {
+		t.Fatalf("slow after metadata and a newer state without it in one write: %+v, %v", e, err)
+	}
 }
 
 // TestBoardsKeysExpire: a write with a lifetime gives every key of the period that
