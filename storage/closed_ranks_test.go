@@ -1,8 +1,11 @@
 package storage_test
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,5 +180,61 @@ func TestOpenPeriodUpdatesAreHOT(t *testing.T) {
 			t.Fatalf("pg_stat_user_tables counts %d entry updates after 30 s, want %d", upd, updates)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a log sink written by a background goroutine and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClosedPeriodFreezeFailureIsLogged: a freeze that a read starts in the background and
+// that fails says so through the logger Ranks was given (the read itself is answered,
+// sorted).
+func TestClosedPeriodFreezeFailureIsLogged(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	const board, period = "daily", "2026-11-21"
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT $1, $2, 'u' || i, i, i, 1, $3, $3 FROM generate_series(1, 5) i`, board, period, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		CREATE FUNCTION refuse_freeze() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'freeze refused by the test'; END $$;
+		CREATE TRIGGER refuse_freeze BEFORE UPDATE OF closed_sort_key ON board_entries
+			FOR EACH ROW EXECUTE FUNCTION refuse_freeze()`); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	closed := storage.NewRanks(pool).WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))).Closed()
+	top, err := closed.Top(ctx, board, period, 3)
+	if err != nil || len(top.Entries) != 3 || top.Entries[0].UserID != "u5" {
+		t.Fatalf("top of an unfrozen closed period: %+v, %v", top, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "freeze refused by the test") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning of the failed freeze in the given logger; it holds %q", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN"`) || !strings.Contains(logs.String(), `"period":"2026-11-21"`) {
+		t.Errorf("the warning: %s", logs.String())
 	}
 }

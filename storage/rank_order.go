@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -85,7 +84,7 @@ func (r *Ranks) order(ctx context.Context, board, period string) (rankOrder, err
 		defer cancel()
 		n, err := r.Freeze(fctx, board, period)
 		if err != nil {
-			slog.Warn("freezing a closed period's ranks failed (its reads sort it meanwhile)", "board", board, "period", period, "frozen", n, "err", err)
+			r.logger.Warn("freezing a closed period's ranks failed (its reads sort it meanwhile)", "board", board, "period", period, "frozen", n, "err", err)
 		}
 		return nil, nil
 	})

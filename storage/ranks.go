@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,10 +18,21 @@ type Ranks struct {
 	pool    *pgxpool.Pool
 	closed  bool
 	freezes *singleflight.Group
+	logger  *slog.Logger
 }
 
-// NewRanks returns the PostgreSQL read side.
-func NewRanks(pool *pgxpool.Pool) *Ranks { return &Ranks{pool: pool, freezes: &singleflight.Group{}} }
+// NewRanks returns the PostgreSQL read side; it logs through slog's default logger until
+// WithLogger gives it another.
+func NewRanks(pool *pgxpool.Pool) *Ranks {
+	return &Ranks{pool: pool, freezes: &singleflight.Group{}, logger: slog.Default()}
+}
+
+// WithLogger returns r logging through logger (what a background freeze could not do).
+func (r *Ranks) WithLogger(logger *slog.Logger) *Ranks {
+	c := *r
+	c.logger = logger
+	return &c
+}
 
 // Closed returns the reader of closed periods (those not in Redis because they ended):
 // a period's first read freezes it, and once frozen its reads go through the rank index.

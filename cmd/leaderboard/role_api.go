@@ -28,7 +28,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Shards: d.cfg.OutboxShards, MaxBatch: d.cfg.OutboxBatch, Linger: d.cfg.OutboxLinger,
 		Observe: func(n int, took time.Duration) { batchSize.Observe(float64(n)); commitTime.Observe(took.Seconds()) },
 	}, d.logger)
-	ranks := storage.NewRanks(d.pool)
+	ranks := storage.NewRanks(d.pool).WithLogger(d.logger)
 	periods := lbhttp.NewPeriods(d.cfg, storage.NewSeasons(d.pool), d.now)
 	pipe := storage.NewPipe(d.rdb, d.cfg.RedisTimeout, 0) // reads
 	// The write path's value reads and rate limits, in pipelines that wait a little for

@@ -26,7 +26,7 @@ func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readi
 		return func() {}, err
 	}
 	changes := handlers.NewChangePublisher(pub, d.topics.Notifications, d.topics.UserUpdates, d.logger)
-	mirror := storage.Mirror{Boards: d.boards, Ranks: storage.NewRanks(d.pool)}
+	mirror := storage.Mirror{Boards: d.boards, Ranks: storage.NewRanks(d.pool).WithLogger(d.logger)}
 	apply := handlers.NewApplyScore(storage.NewProjection(d.pool).WithOutbox(d.cfg.OutboxShards), mirror, changes, handlers.ApplyScoreConfig{
 		Config: d.cfg, Now: d.now, Workers: d.cfg.ProjectorWorkers, MaxBatch: d.cfg.ProjectorBatch,
 		Linger: d.cfg.ProjectorLinger,
