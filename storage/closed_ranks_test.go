@@ -1,17 +1,16 @@
 package storage_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/openleaderboard/leaderboard/storage"
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
 )
 
 // allReads reads a board period every way Ranks can, as "rank:user" lists: the top, a
@@ -183,24 +182,6 @@ func TestOpenPeriodUpdatesAreHOT(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink written by a background goroutine and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestClosedPeriodFreezeFailureIsLogged: a freeze that a read starts in the background and
 // that fails says so through the logger Ranks was given (the read itself is answered,
 // sorted).
@@ -221,7 +202,7 @@ func TestClosedPeriodFreezeFailureIsLogged(t *testing.T) {
 			FOR EACH ROW EXECUTE FUNCTION refuse_freeze()`); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs storagetest.SyncBuffer
 	closed := storage.NewRanks(pool).WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))).Closed()
 	top, err := closed.Top(ctx, board, period, 3)
 	if err != nil || len(top.Entries) != 3 || top.Entries[0].UserID != "u5" {

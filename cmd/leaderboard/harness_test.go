@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -181,24 +180,7 @@ type service struct {
 	base   string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *storagetest.SyncBuffer
 }
 
 // testClock is a clock of periods that stands still until the test moves it.
@@ -231,7 +213,7 @@ func (e *testEnv) start(overrides map[string]string) *service {
 func (e *testEnv) startWith(overrides map[string]string, now func() time.Time) *service {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &service{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	s := &service{cancel: cancel, done: make(chan error, 1), logs: &storagetest.SyncBuffer{}}
 	getenv := e.getenv(overrides)
 	s.base = "http://" + getenv("LEADERBOARD_HTTP_ADDR")
 	go func() { s.done <- runWith(ctx, nil, getenv, s.logs, now) }()

@@ -4,10 +4,12 @@
 package storagetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,4 +155,23 @@ func (s Servers) NewRedis(t testing.TB) (*redis.Client, string) {
 		}
 	})
 	return rdb, prefix
+}
+
+// SyncBuffer is a buffer safe for concurrent use: a log sink that background goroutines
+// write while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
