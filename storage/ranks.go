@@ -27,10 +27,13 @@ func NewRanks(pool *pgxpool.Pool) *Ranks {
 	return &Ranks{pool: pool, freezes: &singleflight.Group{}, logger: slog.Default()}
 }
 
-// WithLogger returns r logging through logger (what a background freeze could not do).
+// WithLogger returns r logging through logger (a background freeze that failed), or
+// through r's logger when logger is nil.
 func (r *Ranks) WithLogger(logger *slog.Logger) *Ranks {
 	c := *r
-	c.logger = logger
+	if logger != nil {
+		c.logger = logger
+	}
 	return &c
 }
 
