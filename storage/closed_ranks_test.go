@@ -218,4 +218,17 @@ func TestClosedPeriodFreezeFailureIsLogged(t *testing.T) {
 	if !strings.Contains(logs.String(), `"level":"WARN"`) || !strings.Contains(logs.String(), `"period":"2026-11-21"`) {
 		t.Errorf("the warning: %s", logs.String())
 	}
+	// Given no logger, Ranks keeps the one it had: a failed freeze of another period then
+	// logs through slog's default (a nil logger would panic in the background goroutine).
+	if _, err := pool.Exec(ctx, `INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		VALUES ($1, '2026-11-22', 'u1', 1, 1, 1, $2, $2)`, board, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	unlogged := storage.NewRanks(pool).WithLogger(nil).Closed()
+	if _, err := unlogged.Top(ctx, board, "2026-11-22", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unlogged.Freeze(ctx, board, "2026-11-22"); err == nil || !strings.Contains(err.Error(), "freeze refused") {
+		t.Fatalf("freeze under the refusing trigger: %v", err)
+	}
 }
