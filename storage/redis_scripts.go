@@ -101,31 +101,23 @@ local function hex(s)
 end
 `
 
-// upsertLua defines upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta): the
+// upsertLua defines upsert(z, o, n, m, user, rec, sortkey, version, nick, meta): the
 // version-guarded write of one absolute entry state (o: the entry hashes). It returns
-// whether the entry changed within the first topN ranks (before or after the write: the
-// cached top-N may change; topN 0: never asked), and whether the top would show something
-// new about the user (a nick name or metadata). A state without a record is an entry that
-// is gone (its user banned, or removed by an admin): the entry is deleted unless Redis
-// holds a newer version.
+// whether it wrote the entry, and whether it wrote something new about the user (a nick
+// name or metadata) that a top showing the user would show. A state without a record is
+// an entry that is gone (its user banned, or removed by an admin): the entry is deleted
+// unless Redis holds a newer version.
 const upsertLua = `
-local function inTop(z, member, topN)
-  if topN == 0 then return false end
-  local r = redis.call('ZREVRANK', z, member)
-  return r ~= false and r ~= nil and r < topN
-end
-local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
+local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
   local u = bucketOf(o, user)
   local cur = redis.call('HGET', u, user)
   if rec == '' then
     if not cur or recVersion(cur) >= version then return false, false end
-    local cm = recMember(cur, user)
-    local was = inTop(z, cm, topN)
-    redis.call('ZREM', z, cm)
+    redis.call('ZREM', z, recMember(cur, user))
     redis.call('HDEL', u, user)
     redis.call('HDEL', n, user)
     redis.call('HDEL', m, user)
-    return was, false
+    return true, false
   end
   local renamed = false
   if nick ~= '' and redis.call('HGET', n, user) ~= nick then
@@ -133,13 +125,9 @@ local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
     renamed = true
   end
   local member = recMember(rec, user)
-  local was = false
   if cur then
+    if recVersion(cur) >= version then return false, renamed end
     local cm = recMember(cur, user)
-    if recVersion(cur) >= version then
-      return renamed and inTop(z, cm, topN), renamed
-    end
-    was = inTop(z, cm, topN)
     if cm ~= member then
       redis.call('ZREM', z, cm)
     end
@@ -157,16 +145,17 @@ local function upsert(z, o, n, m, topN, user, rec, sortkey, version, nick, meta)
     o.metaHeld, renamed = true, true
   end
   if not cur then grow(o, redis.call('ZCARD', z)) end
-  return was or inTop(z, member, topN), renamed
+  return true, renamed
 end
 `
 
 // topLua defines refreshTop(z, o, n, m, top, ver, topN, minVersion, now, force, written):
 // it recomputes the cached top-N and, when its members or their order changed (or force
-// is set: a nick name or metadata changed), gives it the next version of the board (the
-// board-wide counter ver, so versions rise across periods too, never below minVersion).
-// It returns {changed, version, updated, body}; a body line is user TAB sort key TAB
-// record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
+// says so: true, or a set of users of whom one is in the top: their nick name or metadata
+// changed), gives it the next version of the board (the board-wide counter ver, so
+// versions rise across periods too, never below minVersion). It returns {changed,
+// version, updated, body}, the body empty when nothing changed; a body line is user TAB
+// sort key TAB record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
 // entry, nick name or metadata the caller may have written since the cached body was
 // computed: the body's lines of the other users are kept as they are, so a refresh reads
 // and formats only what changed (only apply writes the entries of a loaded board, and it
@@ -177,8 +166,15 @@ local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force,
   local digest = table.concat(top, ',')
   local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated', 'body')
   local curVersion = tonumber(meta[1]) or 0
+  if type(force) == 'table' then
+    local named = false
+    for k = 1, #top, 2 do
+      if force[string.sub(top[k], 9)] then named = true end
+    end
+    force = named
+  end
   if meta[2] == digest and meta[4] and not force then
-    return {0, curVersion, meta[3], meta[4]}
+    return {0, curVersion, meta[3] or '0', ''}
   end
   local kept = {}
   if written and meta[4] then
@@ -248,24 +244,24 @@ local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), 
 local live = hashes(KEYS[2])
 local shadow
 if redis.call('EXISTS', KEYS[6]) == 1 then shadow = hashes(KEYS[8]) end
-local touched, renamed, written = false, false, {}
+local wrote, renamed, written = false, {}, {}
 local i = 6
 for _ = 1, count do
   local user, rec, sortkey, version, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5]
   i = i + 6
   written[user] = true
-  local inside, named = upsert(KEYS[1], live, KEYS[3], KEYS[4], topN, user, rec, sortkey, version, nick, meta)
-  if inside then
-    touched = true
-    if named then renamed = true end
-  end
-  if shadow then upsert(KEYS[7], shadow, KEYS[9], KEYS[10], 0, user, rec, sortkey, version, nick, meta) end
+  local changed, named = upsert(KEYS[1], live, KEYS[3], KEYS[4], user, rec, sortkey, version, nick, meta)
+  if changed or named then wrote = true end
+  if named then renamed[user] = true end
+  if shadow then upsert(KEYS[7], shadow, KEYS[9], KEYS[10], user, rec, sortkey, version, nick, meta) end
 end
 expire(live, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], ttl, tonumber(now), false)
-if not touched then
+if not wrote then
   local meta = redis.call('HMGET', KEYS[5], 'version', 'updated')
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
+-- Whether the top changed is read off the top itself: one range read a script, not a
+-- rank per entry written.
 return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed, written)
 `)
 
@@ -279,7 +275,7 @@ local o = hashes(KEYS[2])
 presize(o, tonumber(ARGV[2]))
 local i = 3
 for _ = 1, count do
-  upsert(KEYS[1], o, KEYS[3], KEYS[4], 0, ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
+  upsert(KEYS[1], o, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
   i = i + 6
 end
 return count
