@@ -232,18 +232,26 @@ end
 
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
 // too while a rebuild runs), then refreshes the cached top-N when an entry changed within
-// it; otherwise it answers the top's version and time without its body. It writes nothing
-// and returns {-2} when the board is not loaded (no top): the caller loads it from
-// PostgreSQL.
+// it; otherwise it answers the top's version and time without its body. When the board
+// is not loaded (no top) it writes only the shadow keys of a running rebuild, which may
+// have read the entries before these states were committed and will replace whatever the
+// live keys hold, and returns {-2}: the caller loads the board from PostgreSQL.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver.
 // ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, record, sortkey,
 // version, nick, metadata).
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
-if redis.call('EXISTS', KEYS[5]) == 0 then return {-2} end
 local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local live = hashes(KEYS[2])
 local shadow
 if redis.call('EXISTS', KEYS[6]) == 1 then shadow = hashes(KEYS[8]) end
+if redis.call('EXISTS', KEYS[5]) == 0 then
+  if shadow then
+    for i = 6, 5 + 6 * count, 6 do
+      upsert(KEYS[7], shadow, KEYS[9], KEYS[10], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
+    end
+  end
+  return {-2}
+end
+local live = hashes(KEYS[2])
 local wrote, renamed, written = false, {}, {}
 local i = 6
 for _ = 1, count do
