@@ -153,6 +153,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		named   []EntryKey
 		seen    = map[EntryKey]bool{}
 		current = map[EntryKey]EntryState{}
+		gone    = map[EntryKey]int64{} // removed entries' versions (removed_entries)
 		fresh   map[historyKey]bool
 	)
 	out.NickNames = map[string]string{}
@@ -178,6 +179,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	queueRecordHistory(b, events, func(f map[historyKey]bool, maxSeq int64) { fresh, out.MaxSeq = f, maxSeq })
 	if len(named) > 0 {
 		queueReadEntries(b, named, current)
+		queueReadRemoved(b, named, gone)
 	}
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return AppliedBatch{}, err
@@ -207,7 +209,14 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			return AppliedBatch{}, err
 		}
 		for i := range states {
-			states[i].Version = current[states[i].Key()].Version + 1
+			// Versions keep rising across a removal: an entry created again starts above
+			// the removed one (which Redis may still hold).
+			k := states[i].Key()
+			if cur, ok := current[k]; ok {
+				states[i].Version = cur.Version + 1
+			} else {
+				states[i].Version = gone[k] + 1
+			}
 			out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
 			if states[i].Removed {
 				removed = append(removed, states[i])
@@ -223,6 +232,16 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	}
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return AppliedBatch{}, err
+	}
+	// An entry the batch names that is gone, removed before (a redelivered removal whose
+	// mirror failed, say), is mirrored as removed again: Redis deletes what it may still
+	// hold of it, and nothing newer.
+	for _, k := range named {
+		if _, ok := current[k]; !ok {
+			if v, ok := gone[k]; ok {
+				removed = append(removed, EntryState{Board: k.Board, Period: k.Period, UserID: k.UserID, Version: v, Removed: true})
+			}
+		}
 	}
 	// COMMIT only once every answer is read: queued in the batch, it would run even when
 	// reading an answer failed here, and the retry would find the batch applied without
@@ -344,7 +363,26 @@ func splitKeys(keys []EntryKey) (boards, periods, users pgTexts) {
 	return boards, periods, users
 }
 
-// queueWriteEntries writes absolute entry states and deletes removed entries. A new entry
+// queueReadRemoved queues the read of the versions removed entries among keys had when
+// they were removed (removed_entries) into out.
+func queueReadRemoved(b *pgx.Batch, keys []EntryKey, out map[EntryKey]int64) {
+	boards, periods, users := splitKeys(keys)
+	b.Queue(`SELECT r.board_id, r.period, r.user_id, r.version
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
+		JOIN removed_entries r ON r.board_id = k.b AND r.period = k.p AND r.user_id = k.u`,
+		boards, periods, users).Query(func(rows pgx.Rows) error {
+		var k EntryKey
+		var v int64
+		_, err := pgx.ForEachRow(rows, []any{&k.Board, &k.Period, &k.UserID, &v}, func() error {
+			out[k] = v
+			return nil
+		})
+		return err
+	})
+}
+
+// queueWriteEntries writes absolute entry states and deletes removed entries, recording
+// the version each had when removed (removed_entries). A new entry
 // of a banned user is hidden from the start; an existing entry keeps its hidden flag. The
 // rows written replace their entries' states in current as the batch's results are read
 // (a removed entry stays there: the caller knows it is gone). An entry of a period that
@@ -368,12 +406,16 @@ func queueWriteEntries(b *pgx.Batch, all []EntryState, current map[EntryKey]Entr
 		}
 	}
 	if len(removed) > 0 {
-		boards, periods, users := make(pgTexts, len(removed)), make(pgTexts, len(removed)), make(pgTexts, len(removed))
+		boards, periods, users, versions := make(pgTexts, len(removed)), make(pgTexts, len(removed)), make(pgTexts, len(removed)), make(pgInt64s, len(removed))
 		for i, s := range removed {
-			boards[i], periods[i], users[i] = s.Board, s.Period, s.UserID
+			boards[i], periods[i], users[i], versions[i] = s.Board, s.Period, s.UserID, s.Version
 		}
 		b.Queue(`DELETE FROM board_entries e USING unnest($1::text[], $2::text[], $3::text[]) AS k(b, p, u)
 			WHERE e.board_id = k.b AND e.period = k.p AND e.user_id = k.u`, boards, periods, users)
+		b.Queue(`INSERT INTO removed_entries (board_id, period, user_id, version)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+			ON CONFLICT (board_id, period, user_id) DO UPDATE SET version = excluded.version, removed_at = now()`,
+			boards, periods, users, versions)
 	}
 	if len(updates) > 0 {
 		queueEntryStates(b, "update", `
