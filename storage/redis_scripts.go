@@ -231,8 +231,9 @@ end
 `
 
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
-// too while a rebuild runs), then refreshes the cached top-N when an entry changed within
-// it; otherwise it answers the top's version and time without its body. When the board
+// too while a rebuild runs); when it wrote anything it refreshes the cached top-N, which
+// gets a new version if its members, their order or what it shows of them changed, and
+// otherwise it answers the top's version and time without its body. When the board
 // is not loaded (no top) it writes only the shadow keys of a running rebuild, which may
 // have read the entries before these states were committed and will replace whatever the
 // live keys hold, and returns {-2}: the caller loads the board from PostgreSQL.
