@@ -97,6 +97,9 @@ func (b *Boards) TopN() int { return b.topN }
 // keys of a board period, by name.
 type keys struct {
 	z, u, n, m, top, rebuild, zs, us, ns, ms, ver string
+	// gone and goneS are the hashes of recent removals (user -> version) of the live keys and
+	// of a rebuild's shadow (upsertLua).
+	gone, goneS string
 }
 
 func (b *Boards) keys(board, period string) keys {
@@ -107,7 +110,7 @@ func (b *Boards) buildKeys(board, period string) keys {
 	tag := b.prefix + ":{" + board + "}:"
 	base := tag + period + ":"
 	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
-		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver"}
+		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~"}
 }
 
 // maxKeyNames bounds keyNames: past it the names are forgotten and built again as used
@@ -191,7 +194,7 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 		k := b.keys(g.Target.Board, g.Target.Period)
 		args := make([]any, 0, 5+6*len(g.States))
 		args = append(args, b.topN, minVersion, now, g.Target.TTL.Milliseconds(), len(g.States))
-		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver}, args: entryArgs(args, g.States, nicks)}
+		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS}, args: entryArgs(args, g.States, nicks)}
 	}
 	// Each pipeline answers within the client's read timeout, like one call did; each call
 	// keeps its own answer or error, whatever Pipelined returns.
@@ -245,7 +248,7 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 // with the buckets they need.
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion, expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
-	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m}, next, expected); err != nil {
+	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone}, next, expected); err != nil {
 		return Top{}, err
 	}
 	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
@@ -255,7 +258,8 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 	return parseTop(res[1], res[2], res[3])
 }
 
-// loadPages writes every page next returns into the given z, u, n, m keys; expected is
+// loadPages writes every page next returns into the given z, u, n, m keys (with their
+// removals' hash: loadScript); expected is
 // about how many entries they bring (0: unknown).
 func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64) error {
 	for {

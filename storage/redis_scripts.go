@@ -106,12 +106,32 @@ end
 // whether it wrote the entry, and whether it wrote something new about the user (a nick
 // name or metadata) that a top showing the user would show. A state without a record is
 // an entry that is gone (its user banned, or removed by an admin): the entry is deleted
-// unless Redis holds a newer version.
+// unless Redis holds a newer version. When o.gone names a hash of removals (user ->
+// version), a removal is also written there for goneTTL (burial), and a state it finds no
+// entry for is written only if it is newer than the user's removal: a load that read the
+// entry from PostgreSQL before it was removed, or a write delayed past its removal, does
+// not bring the entry back.
 const upsertLua = `
+local goneTTL = 600000
+local function bury(o, user, version)
+  if not o.gone then return end
+  local v = tonumber(redis.call('HGET', o.gone, user))
+  if not v or v < version then redis.call('HSET', o.gone, user, version) end
+  redis.call('PEXPIRE', o.gone, goneTTL)
+  o.goneHeld = true
+end
+local function buried(o, user, version)
+  if not o.gone then return false end
+  if o.goneHeld == nil then o.goneHeld = redis.call('EXISTS', o.gone) == 1 end
+  if not o.goneHeld then return false end
+  local v = tonumber(redis.call('HGET', o.gone, user))
+  return v ~= nil and v >= version
+end
 local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
   local u = bucketOf(o, user)
   local cur = redis.call('HGET', u, user)
   if rec == '' then
+    bury(o, user, version)
     if not cur or recVersion(cur) >= version then return false, false end
     redis.call('ZREM', z, recMember(cur, user))
     redis.call('HDEL', u, user)
@@ -119,6 +139,7 @@ local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
     redis.call('HDEL', m, user)
     return true, false
   end
+  if not cur and buried(o, user, version) then return false, false end
   local renamed = false
   if nick ~= '' and redis.call('HGET', n, user) ~= nick then
     redis.call('HSET', n, user, nick)
@@ -234,25 +255,34 @@ end
 // too while a rebuild runs); when it wrote anything it refreshes the cached top-N, which
 // gets a new version if its members, their order or what it shows of them changed, and
 // otherwise it answers the top's version and time without its body. When the board
-// is not loaded (no top) it writes only the shadow keys of a running rebuild, which may
-// have read the entries before these states were committed and will replace whatever the
-// live keys hold, and returns {-2}: the caller loads the board from PostgreSQL.
-// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver.
+// is not loaded (no top) it writes the shadow keys of a running rebuild (which may have
+// read the entries before these states were committed, and will replace whatever the live
+// keys hold) and the removals among the states into the live keys (a load may be writing
+// them), and returns {-2}: the caller loads the board from PostgreSQL. Removals are buried
+// (upsertLua) in the live keys and the shadow's.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals.
 // ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, record, sortkey,
 // version, nick, metadata).
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
 local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local shadow
-if redis.call('EXISTS', KEYS[6]) == 1 then shadow = hashes(KEYS[8]) end
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  shadow = hashes(KEYS[8])
+  shadow.gone = KEYS[13]
+end
+local live = hashes(KEYS[2])
+live.gone = KEYS[12]
 if redis.call('EXISTS', KEYS[5]) == 0 then
-  if shadow then
-    for i = 6, 5 + 6 * count, 6 do
+  for i = 6, 5 + 6 * count, 6 do
+    if ARGV[i+1] == '' then
+      upsert(KEYS[1], live, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
+    end
+    if shadow then
       upsert(KEYS[7], shadow, KEYS[9], KEYS[10], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
     end
   end
   return {-2}
 end
-local live = hashes(KEYS[2])
 local wrote, renamed, written = false, {}, {}
 local i = 6
 for _ = 1, count do
@@ -276,11 +306,13 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minV
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
 // meanwhile win) into a board's keys: the live ones when loading on demand, the shadow
-// ones during a rebuild. KEYS: z, u, n, m. ARGV: count, the number of entries the whole
-// load brings (to size empty entry hashes), then entries as apply's.
+// ones during a rebuild; an entry buried meanwhile (removed after the load read it) stays
+// out. KEYS: z, u, n, m, removals. ARGV: count, the number of entries the whole load
+// brings (to size empty entry hashes), then entries as apply's.
 var loadScript = redis.NewScript(entryHashesLua + upsertLua + `
 local count = tonumber(ARGV[1])
 local o = hashes(KEYS[2])
+o.gone = KEYS[5]
 presize(o, tonumber(ARGV[2]))
 local i = 3
 for _ = 1, count do
