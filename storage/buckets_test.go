@@ -142,10 +142,10 @@ func TestEntryHashesSplitAndStayCompact(t *testing.T) {
 	}
 }
 
-// TestEntryHashesExpireTogether: on a board whose keys expire, every bucket lives at least
-// as long as the top (whose presence marks the board loaded), whether or not a write
-// touches it; a write refreshes every bucket once half the lifetime they were given is
-// gone.
+// TestEntryHashesExpireTogether: on a board whose keys expire, every bucket and the sorted
+// set, nick names and metadata live until one deadline, and the top (whose presence marks
+// the board loaded) goes before it, whether or not a write touches them; a write refreshes
+// them all once half the lifetime they were given is gone.
 func TestEntryHashesExpireTogether(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
@@ -184,8 +184,9 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 		t.Errorf("the top lives %v; the buckets at least %v", top, lo)
 	}
 
-	// As if every bucket had last been given its lifetime 40 minutes ago: a write to one
-	// user refreshes that user's bucket only, and the top may not outlive the others.
+	// As if every key had last been given its lifetime 20 minutes ago: a write to one user
+	// leaves the deadline as it is, for the bucket it writes and the sorted set too (a sorted
+	// set that outlived the buckets would keep members no record names).
 	age := func(left time.Duration) {
 		t.Helper()
 		st := strings.Split(f.rdb.HGet(ctx, base+"u", "").Val(), "|") // level|split|deadline ms
@@ -194,7 +195,7 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 		}
 		deadline := time.Now().Add(left).UnixMilli()
 		f.rdb.HSet(ctx, base+"u", "", st[0]+"|"+st[1]+"|"+strconv.FormatInt(deadline, 10))
-		for _, k := range buckets {
+		for _, k := range append(buckets, base+"z", base+"n", base+"m") {
 			f.rdb.PExpire(ctx, k, left)
 		}
 	}
@@ -208,8 +209,13 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 	}
 	age(40 * time.Minute)
 	write(2)
-	if lo, hi := lives(); lo > 40*time.Minute || hi <= 59*time.Minute {
-		t.Errorf("after a write, buckets live %v to %v: want the untouched at 40 min, the written one at an hour", lo, hi)
+	if lo, hi := lives(); lo <= 39*time.Minute || hi > 40*time.Minute {
+		t.Errorf("after a write, buckets live %v to %v: want all of them 40 min, the written one too", lo, hi)
+	}
+	for _, k := range []string{"z", "n", "m"} {
+		if ttl := f.rdb.PTTL(ctx, base+k).Val(); ttl > 40*time.Minute || (ttl <= 39*time.Minute && ttl != -2*time.Nanosecond) {
+			t.Errorf("after a write, %s lives %v: want the buckets' 40 min", k, ttl)
+		}
 	}
 	if top, lo := f.rdb.PTTL(ctx, base+"top").Val(), 39*time.Minute; top > 40*time.Minute-time.Second || top < lo {
 		t.Errorf("the top lives %v; the oldest bucket 40 min", top)

@@ -248,6 +248,11 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 // with the buckets they need.
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion, expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
+	if t.TTL > 0 {
+		if err := extendScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, t.TTL.Milliseconds(), time.Now().UnixMicro()).Err(); err != nil {
+			return Top{}, redisErr("load: extend", err)
+		}
+	}
 	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone}, next, expected); err != nil {
 		return Top{}, err
 	}

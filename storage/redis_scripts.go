@@ -225,31 +225,44 @@ end
 `
 
 // expireLua defines expire(o, others, topKey, ver, ttl, now, sweep): a period's keys live
-// ttl ms after the last write (0: forever). The keys in others (z, n, m) and the buckets
-// written get the whole ttl. Every bucket gets it when sweep is set, when the board has
-// few buckets, or when the deadline that all buckets are known to live until is less than
-// half a ttl away: a big board does not touch each of its buckets on every write. The top,
-// whose presence marks a loaded period, goes a second before that deadline (on a big board
-// between half a ttl and a ttl after the last write), so no reader sees a top over missing
-// entries. The board's version counter ver lives as long as the longest-lived of its
-// periods, so a board whose periods all expire (a finished match) leaves nothing behind;
-// versions still rise after that, as loads start above PostgreSQL's history. now is in µs.
+// ttl ms after the last write (0: forever), all of them until one deadline (o.deadline), so
+// that no key of a period outlives another: a sorted set outliving entry hashes would keep
+// members a load finds no record for, and cannot remove. Every bucket and the keys in others
+// (z, n, m) get a new deadline a ttl away when sweep is set, when the board has few buckets,
+// or when the deadline is less than half a ttl away: a big board does not touch each of its
+// buckets on every write, and lives between half a ttl and a ttl after its last write.
+// Otherwise the buckets written (a new one, say) get the deadline there is. The top, whose
+// presence marks a loaded period, goes a second before the deadline, so no reader sees a
+// top over missing entries. The board's version counter ver lives as long as the
+// longest-lived of its periods, so a board whose periods all expire (a finished match)
+// leaves nothing behind; versions still rise after that, as loads start above
+// PostgreSQL's history. now is in µs.
 const expireLua = `
 local function expire(o, others, topKey, ver, ttl, now, sweep)
   if ttl <= 0 then return end
   now = math.floor(now / 1000)
-  for _, k in ipairs(others) do redis.call('PEXPIRE', k, ttl) end
   if sweep or bucketCount(o) <= 8 or o.deadline - now < ttl / 2 then
     o.deadline = now + ttl
     saveHashes(o)
     for i = 0, bucketCount(o) - 1 do redis.call('PEXPIRE', bucketKey(o, i), ttl) end
   else
-    for k in pairs(o.touched) do redis.call('PEXPIRE', k, ttl) end
+    for k in pairs(o.touched) do redis.call('PEXPIRE', k, o.deadline - now) end
   end
+  for _, k in ipairs(others) do redis.call('PEXPIRE', k, o.deadline - now) end
   redis.call('PEXPIRE', topKey, math.max(math.min(o.deadline - now, ttl) - 1000, 1))
   if redis.call('PTTL', ver) < ttl then redis.call('PEXPIRE', ver, ttl) end
 end
 `
+
+// extendScript gives every key a period has left a new deadline a ttl away (expireLua),
+// before a load writes into them: keys about to expire would otherwise vanish between the
+// load's pages and its seal, which would then mark a board loaded with entries missing.
+// KEYS: z, u, n, m, top, ver. ARGV: ttl ms, now µs.
+var extendScript = redis.NewScript(entryHashesLua + expireLua + `
+if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then return 0 end
+expire(hashes(KEYS[2]), {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), true)
+return 1
+`)
 
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
 // too while a rebuild runs); when it wrote anything it refreshes the cached top-N, which

@@ -241,3 +241,46 @@ func TestRemovalDuringRebuildStaysRemoved(t *testing.T) {
 	}
 	f.consistent("a removal during a rebuild")
 }
+
+// TestLoadExtendsKeysAboutToExpire: a load of a period whose keys are about to expire (its
+// top went a second before them) first gives them a new lifetime, or they could vanish
+// between its pages and its seal, which would mark the board loaded with entries missing.
+func TestLoadExtendsKeysAboutToExpire(t *testing.T) {
+	f := newLoadRace(t)
+	match := Target{Board: "global", Period: "all_time", TTL: time.Hour}
+	f.set("alice", 100, 1)
+	f.set("bob", 90, 1)
+	if _, err := f.b.Reload(f.ctx, f.r, match); err != nil {
+		t.Fatal(err)
+	}
+	k := f.b.keys("global", "all_time")
+	for _, key := range []string{k.z, k.u} {
+		if err := f.rdb.PExpire(f.ctx, key, 2*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.rdb.Del(f.ctx, k.top).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := f.r.MaxSeq(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := f.r.pages(f.ctx, "global", "all_time", 2000)
+	first := true
+	hooked := func() ([]EntryState, map[string]string, error) {
+		if first {
+			first = false
+			for _, key := range []string{k.z, k.u} {
+				if ttl := f.rdb.PTTL(f.ctx, key).Val(); ttl < 59*time.Minute {
+					t.Errorf("before the load's first page %s lives %v, want about an hour", key, ttl)
+				}
+			}
+		}
+		return next()
+	}
+	if _, err := f.b.load(f.ctx, match, hooked, seq+1, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.consistent("a load of keys about to expire")
+}
