@@ -45,6 +45,13 @@ func newLoadRace(t *testing.T) *loadRace {
 	return &loadRace{t: t, ctx: ctx, pool: pool, rdb: rdb, b: NewBoards(rdb, prefix, 10), r: NewRanks(pool)}
 }
 
+// aliceAndBob gives the board two entries in PostgreSQL, alice 100 and bob 90 (version 1).
+func (f *loadRace) aliceAndBob() *loadRace {
+	f.set("alice", 100, 1)
+	f.set("bob", 90, 1)
+	return f
+}
+
 // set writes an entry in PostgreSQL as the projector's transaction does and returns the
 // state the projector then mirrors.
 func (f *loadRace) set(user string, score, version int64) EntryState {
@@ -123,9 +130,7 @@ func (f *loadRace) consistent(what string) {
 // TestRemovalDuringLoadStaysRemoved: a load has written alice's page, not sealed; alice is
 // removed, and the projector finds the board not loaded.
 func TestRemovalDuringLoadStaysRemoved(t *testing.T) {
-	f := newLoadRace(t)
-	f.set("alice", 100, 1)
-	f.set("bob", 90, 1)
+	f := newLoadRace(t).aliceAndBob()
 	f.reload(2, true, func() { f.mirror(f.remove("alice", 2)) })
 	f.consistent("a removal after the load wrote the entry")
 }
@@ -133,9 +138,7 @@ func TestRemovalDuringLoadStaysRemoved(t *testing.T) {
 // TestRemovalBeforeLoadWritesStaysRemoved: the load has read alice's page but not written
 // it when she is removed.
 func TestRemovalBeforeLoadWritesStaysRemoved(t *testing.T) {
-	f := newLoadRace(t)
-	f.set("alice", 100, 1)
-	f.set("bob", 90, 1)
+	f := newLoadRace(t).aliceAndBob()
 	f.reload(1, false, func() { f.mirror(f.remove("alice", 2)) })
 	f.consistent("a removal between the load's read and its write")
 }
@@ -143,9 +146,7 @@ func TestRemovalBeforeLoadWritesStaysRemoved(t *testing.T) {
 // TestBanDuringLoadStaysHidden: the same with a ban (a hidden entry is mirrored as a state
 // without a record).
 func TestBanDuringLoadStaysHidden(t *testing.T) {
-	f := newLoadRace(t)
-	f.set("alice", 100, 1)
-	f.set("bob", 90, 1)
+	f := newLoadRace(t).aliceAndBob()
 	f.reload(1, false, func() {
 		if _, err := f.pool.Exec(f.ctx, `UPDATE board_entries SET hidden = true, version = 2 WHERE user_id = 'alice'`); err != nil {
 			t.Fatal(err)
@@ -176,9 +177,7 @@ func TestNewEntryAfterRemovalDuringLoad(t *testing.T) {
 // before the entries) when alice is removed: the load that follows writes over the keys
 // left, and alice must not stay among them.
 func TestRemovalWhileNotLoadedReachesLeftKeys(t *testing.T) {
-	f := newLoadRace(t)
-	f.set("alice", 100, 1)
-	f.set("bob", 90, 1)
+	f := newLoadRace(t).aliceAndBob()
 	if _, err := f.b.Reload(f.ctx, f.r, loadRaceGlobal); err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +205,7 @@ func TestDelayedWriteAfterRemovalStaysOut(t *testing.T) {
 // TestRemovalDuringRebuildStaysRemoved: Boards.Rebuild step by step, alice removed between
 // the shadow's read of her page and its write (the shadow has no alice yet).
 func TestRemovalDuringRebuildStaysRemoved(t *testing.T) {
-	f := newLoadRace(t)
-	f.set("alice", 100, 1)
-	f.set("bob", 90, 1)
+	f := newLoadRace(t).aliceAndBob()
 	if _, err := f.b.Reload(f.ctx, f.r, loadRaceGlobal); err != nil {
 		t.Fatal(err)
 	}
