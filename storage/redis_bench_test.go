@@ -76,10 +76,16 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
-// BenchmarkBoardsApply mirrors batches of 70 raised scores of random users (a projector
-// batch at about 3,000 scores a second): one apply script call per batch.
+// BenchmarkBoardsApply mirrors batches of raised scores of random users: 70 (a projector
+// batch of one board at about 3,000 scores a second) and 2 (a board period among many, as
+// in the mixed workload), one apply script call per batch.
 func BenchmarkBoardsApply(b *testing.B) {
-	const batch = 70
+	for _, batch := range []int{70, 2} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchApply(b, batch) })
+	}
+}
+
+func benchApply(b *testing.B, batch int) {
 	boards, rdb, t, scores := benchBoard(b)
 	ctx := context.Background() // testContext would end a long -benchtime
 	version := int64(1)

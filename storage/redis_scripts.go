@@ -185,7 +185,7 @@ const topLua = `
 local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force, written)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
   local digest = table.concat(top, ',')
-  local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated', 'body')
+  local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated')
   local curVersion = tonumber(meta[1]) or 0
   if type(force) == 'table' then
     local named = false
@@ -194,12 +194,14 @@ local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force,
     end
     force = named
   end
-  if meta[2] == digest and meta[4] and not force then
+  -- The digest and the body are written together: the body is read only to be rewritten.
+  if meta[2] == digest and not force then
     return {0, curVersion, meta[3] or '0', ''}
   end
   local kept = {}
-  if written and meta[4] then
-    for line in string.gmatch(meta[4], '[^\n]+') do
+  local old = written and redis.call('HGET', topKey, 'body')
+  if old then
+    for line in string.gmatch(old, '[^\n]+') do
       local user = string.match(line, '^([^\t]*)\t')
       if user and not written[user] then kept[user] = line end
     end
