@@ -127,12 +127,20 @@ local function buried(o, user, version)
   local v = tonumber(redis.call('HGET', o.gone, user))
   return v ~= nil and v >= version
 end
+-- ranked notes in o.topTouched whether member is within the first o.topN ranks (o.topN
+-- set: the caller asks, see applyScript).
+local function ranked(o, z, member)
+  if not o.topN or o.topTouched then return end
+  local r = redis.call('ZREVRANK', z, member)
+  if r ~= false and r ~= nil and r < o.topN then o.topTouched = true end
+end
 local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
   local u = bucketOf(o, user)
   local cur = redis.call('HGET', u, user)
   if rec == '' then
     bury(o, user, version)
     if not cur or recVersion(cur) >= version then return false, false end
+    ranked(o, z, recMember(cur, user))
     redis.call('ZREM', z, recMember(cur, user))
     redis.call('HDEL', u, user)
     redis.call('HDEL', n, user)
@@ -147,13 +155,18 @@ local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
   end
   local member = recMember(rec, user)
   if cur then
-    if recVersion(cur) >= version then return false, renamed end
     local cm = recMember(cur, user)
+    if recVersion(cur) >= version then
+      if renamed then ranked(o, z, cm) end
+      return false, renamed
+    end
+    ranked(o, z, cm)
     if cm ~= member then
       redis.call('ZREM', z, cm)
     end
   end
   redis.call('ZADD', z, sortkey, member)
+  ranked(o, z, member)
   redis.call('HSET', u, user, rec)
   o.touched[u] = true
   -- Whether m holds any metadata is read once a script (o.metaHeld): on a board whose
@@ -287,6 +300,9 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
 end
 local live = hashes(KEYS[2])
 live.gone = KEYS[12]
+-- Whether the top may have changed: for one or two entries, a rank before and after each
+-- costs less than reading the top; for more, the top is read once (refreshTop).
+if count <= 2 then live.topN = topN end
 if redis.call('EXISTS', KEYS[5]) == 0 then
   for i = 6, 5 + 6 * count, 6 do
     if ARGV[i+1] == '' then
@@ -310,12 +326,11 @@ for _ = 1, count do
   if shadow then upsert(KEYS[7], shadow, KEYS[9], KEYS[10], user, rec, sortkey, version, nick, meta) end
 end
 expire(live, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], ttl, tonumber(now), false)
-if not wrote then
+if not wrote or (live.topN and not live.topTouched) then
   local meta = redis.call('HMGET', KEYS[5], 'version', 'updated')
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
--- Whether the top changed is read off the top itself: one range read a script, not a
--- rank per entry written.
+-- refreshTop tells from the top itself whether it changed.
 return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed, written)
 `)
 

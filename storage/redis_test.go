@@ -613,6 +613,23 @@ func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 	if got := f.top(3).Version; got != v {
 		t.Errorf("changes below the top-3 moved its version %d -> %d", v, got)
 	}
+	// Three entries or more are checked against the top once, not rank by rank.
+	if _, changed := f.apply(0, nil, state("f", 4, 1, at(7)), state("g", 3, 1, at(7)), state("h", 2, 1, at(7))); changed {
+		t.Error("three changes below the top-3 changed the top")
+	}
+	if got := f.top(3).Version; got != v {
+		t.Errorf("three changes below the top-3 moved its version %d -> %d", v, got)
+	}
+	// A new nick name of a user in the top comes with a state Redis has already (a score
+	// that did not improve): the top shows it.
+	top, changed := f.apply(0, map[string]string{"b": "Bee"}, state("b", 90, 1, at(2)))
+	if !changed || top.Version <= v || top.Entries[1].NickName != "Bee" {
+		t.Errorf("a new nick name in the top: changed %v, version %d (was %d), entries %+v", changed, top.Version, v, top.Entries)
+	}
+	v = top.Version
+	if _, changed := f.apply(0, map[string]string{"e": "Eve"}, state("e", 6, 2, at(7))); changed {
+		t.Error("a new nick name below the top-3 changed the top")
+	}
 	for i, s := range []storage.EntryState{
 		state("d", 85, 3, at(8)),  // enters the top (pushes c out)
 		state("a", 101, 2, at(9)), // moves inside it
@@ -624,7 +641,7 @@ func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 		}
 		v = top.Version
 	}
-	for i, u := range []string{"a", "b", "c", "e", "d"} {
+	for i, u := range []string{"a", "b", "c", "e", "f", "g", "h", "d"} {
 		if e := f.user(u); e.Rank != int64(i+1) {
 			t.Errorf("%s ranks %d, want %d", u, e.Rank, i+1)
 		}
