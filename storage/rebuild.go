@@ -68,7 +68,7 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected); err != nil {
+	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected, 0); err != nil {
 		return RebuildResult{}, err
 	}
 	seq, err := src.MaxSeq(ctx)

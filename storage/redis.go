@@ -248,12 +248,7 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 // with the buckets they need.
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion, expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
-	if t.TTL > 0 {
-		if err := extendScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, t.TTL.Milliseconds(), time.Now().UnixMicro()).Err(); err != nil {
-			return Top{}, redisErr("load: extend", err)
-		}
-	}
-	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone}, next, expected); err != nil {
+	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver}, next, expected, t.TTL); err != nil {
 		return Top{}, err
 	}
 	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
@@ -263,11 +258,12 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 	return parseTop(res[1], res[2], res[3])
 }
 
-// loadPages writes every page next returns into the given z, u, n, m keys (with their
-// removals' hash: loadScript); expected is
-// about how many entries they bring (0: unknown).
-func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64) error {
-	for {
+// loadPages writes every page next returns into the given keys (z, u, n, m, their
+// removals' hash, and with a ttl their top and version counter: loadScript); expected is
+// about how many entries they bring (0: unknown). A ttl (not 0) gives the keys left a new
+// lifetime before the first page is written.
+func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64, ttl time.Duration) error {
+	for first := true; ; first = false {
 		states, nicks, err := next()
 		if err != nil {
 			return err
@@ -275,8 +271,12 @@ func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]Ent
 		if len(states) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 2+6*len(states))
-		args = append(args, len(states), expected)
+		args := make([]any, 0, 4+6*len(states))
+		pageTTL := int64(0)
+		if first {
+			pageTTL = ttl.Milliseconds()
+		}
+		args = append(args, len(states), expected, pageTTL, time.Now().UnixMicro())
 		if err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Err(); err != nil {
 			return redisErr("load entries", err)
 		}

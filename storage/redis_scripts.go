@@ -269,16 +269,6 @@ local function expire(o, others, topKey, ver, ttl, now, sweep)
 end
 `
 
-// extendScript gives every key a period has left a new deadline a ttl away (expireLua),
-// before a load writes into them: keys about to expire would otherwise vanish between the
-// load's pages and its seal, which would then mark a board loaded with entries missing.
-// KEYS: z, u, n, m, top, ver. ARGV: ttl ms, now µs.
-var extendScript = redis.NewScript(entryHashesLua + expireLua + `
-if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then return 0 end
-expire(hashes(KEYS[2]), {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), true)
-return 1
-`)
-
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
 // too while a rebuild runs); when it wrote anything it refreshes the cached top-N, which
 // gets a new version if its members, their order or what it shows of them changed, and
@@ -337,14 +327,21 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minV
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
 // meanwhile win) into a board's keys: the live ones when loading on demand, the shadow
 // ones during a rebuild; an entry buried meanwhile (removed after the load read it) stays
-// out. KEYS: z, u, n, m, removals. ARGV: count, the number of entries the whole load
-// brings (to size empty entry hashes), then entries as apply's.
-var loadScript = redis.NewScript(entryHashesLua + upsertLua + `
-local count = tonumber(ARGV[1])
+// out. Given a ttl (the first page of a load on demand), it first gives every key the
+// period has left a new deadline a ttl away (expireLua): keys about to expire would
+// otherwise vanish between the load's pages and its seal, which would then mark a board
+// loaded with entries missing. KEYS: z, u, n, m, removals, top, ver. ARGV: count, the
+// number of entries the whole load brings (to size empty entry hashes), ttl ms (0: none),
+// now µs, then entries as apply's.
+var loadScript = redis.NewScript(entryHashesLua + upsertLua + expireLua + `
+local count, ttl = tonumber(ARGV[1]), tonumber(ARGV[3])
 local o = hashes(KEYS[2])
 o.gone = KEYS[5]
+if ttl > 0 and redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
+  expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[6], KEYS[7], ttl, tonumber(ARGV[4]), true)
+end
 presize(o, tonumber(ARGV[2]))
-local i = 3
+local i = 5
 for _ = 1, count do
   upsert(KEYS[1], o, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
   i = i + 6
