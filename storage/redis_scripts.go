@@ -270,8 +270,9 @@ end
 `
 
 // applyScript mirrors absolute entry states with a version guard (into the shadow keys
-// too while a rebuild runs); when it wrote anything it refreshes the cached top-N, which
-// gets a new version if its members, their order or what it shows of them changed, and
+// too while a rebuild runs); when it wrote anything that may touch the top (for one or two
+// entries, told by their ranks before and after) it refreshes the cached top-N, which gets
+// a new version if its members, their order or what it shows of them changed, and
 // otherwise it answers the top's version and time without its body. When the board
 // is not loaded (no top) it writes the shadow keys of a running rebuild (which may have
 // read the entries before these states were committed, and will replace whatever the live
