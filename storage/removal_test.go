@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/openleaderboard/leaderboard/storage"
@@ -51,7 +52,7 @@ func TestRedeliveredRemovalReachesRedis(t *testing.T) {
 		t.Fatalf("the redelivered removal's batch: %+v, want alice removed at version 3", retry.Entries)
 	}
 	mirrorBatch(t, boards, retry)
-	if _, err := boards.User(ctx, "global", "all_time", "alice"); err != storage.ErrNotFound {
+	if _, err := boards.User(ctx, "global", "all_time", "alice"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Redis after the redelivered removal: %v, want no entry", err)
 	}
 
