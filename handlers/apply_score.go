@@ -31,7 +31,7 @@ type ScoreProjection interface {
 // answers storage.ErrNotLoaded for a period Redis does not hold; Reload loads it from
 // PostgreSQL.
 type BoardMirror interface {
-	ApplyAll(ctx context.Context, groups []storage.MirrorGroup, nicks map[string]string, minVersion int64) []storage.MirrorResult
+	ApplyAll(ctx context.Context, groups []storage.MirrorGroup, nicks map[string]string) []storage.MirrorResult
 	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
 	// CurrentTop reads a board period's whole top (to tell it again after a redelivery).
 	CurrentTop(ctx context.Context, t storage.Target) (storage.Top, error)
@@ -314,7 +314,7 @@ func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEven
 		}
 	}
 	start := time.Now()
-	results := a.mirror.ApplyAll(ctx, groups, applied.NickNames, applied.MaxSeq)
+	results := a.mirror.ApplyAll(ctx, groups, applied.NickNames)
 	var failed error
 	for i, g := range groups {
 		r, t := results[i], g.Target

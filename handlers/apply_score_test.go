@@ -106,7 +106,7 @@ func (nopMirror) CurrentTop(context.Context, storage.Target) (storage.Top, error
 	return storage.Top{}, nil
 }
 
-func (nopMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
+func (nopMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string) []storage.MirrorResult {
 	return make([]storage.MirrorResult, len(groups))
 }
 
@@ -127,7 +127,7 @@ func (m *failingMirror) CurrentTop(_ context.Context, t storage.Target) (storage
 	return storage.Top{Version: 7}, nil
 }
 
-func (m *failingMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string, _ int64) []storage.MirrorResult {
+func (m *failingMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string) []storage.MirrorResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]storage.MirrorResult, len(groups))

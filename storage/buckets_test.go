@@ -40,7 +40,7 @@ func TestEntryHashesSplitAndStayCompact(t *testing.T) {
 	const n = 3000
 	states := bigStates(n, 1)
 	for start := 0; start < n; start += 250 {
-		f.apply(0, nil, states[start:start+250]...)
+		f.apply(nil, states[start:start+250]...)
 	}
 	buckets := f.bucketKeys("global", "all_time")
 	if len(buckets) < n/80 {
@@ -134,7 +134,7 @@ func TestEntryHashesSplitAndStayCompact(t *testing.T) {
 		removed = append(removed, s)
 	}
 	for start := 0; start < len(removed); start += 500 {
-		f.apply(0, nil, removed[start:min(start+500, len(removed))]...)
+		f.apply(nil, removed[start:min(start+500, len(removed))]...)
 	}
 	checkRanks(kept)
 	if got, err := f.boards.Users(ctx, "global", "all_time", []string{removed[0].UserID, kept[1].UserID}); err != nil || len(got) != 1 || got[0].UserID != kept[1].UserID || got[0].Rank != 2 {
@@ -151,7 +151,7 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 	f := newBoardsFixture(t, 10)
 	ctx := testContext(t)
 	m := storage.Target{Board: "match:big", Period: "all_time", TTL: time.Hour}
-	if _, err := f.boards.Load(ctx, m, noPages, 0); err != nil {
+	if _, err := f.boards.Load(ctx, m, noPages); err != nil {
 		t.Fatal(err)
 	}
 	states := bigStates(1000, 1)
@@ -159,7 +159,7 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 		states[i].Board = m.Board
 	}
 	for start := 0; start < len(states); start += 250 {
-		if _, _, err := f.boards.Apply(ctx, m, states[start:start+250], nil, 0); err != nil {
+		if _, _, err := f.boards.Apply(ctx, m, states[start:start+250], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestEntryHashesExpireTogether(t *testing.T) {
 		t.Helper()
 		s := states[0]
 		s.Version, s.Score, s.SortKey = version, s.Score+1, s.SortKey+1
-		if _, _, err := f.boards.Apply(ctx, m, []storage.EntryState{s}, nil, 0); err != nil {
+		if _, _, err := f.boards.Apply(ctx, m, []storage.EntryState{s}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

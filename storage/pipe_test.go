@@ -105,7 +105,7 @@ func TestTopThroughPipeFollowsChanges(t *testing.T) {
 		}
 		loaded = true
 		return []storage.EntryState{entry("alice", 42)}, nil, nil
-	}, 0); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	users := func(limit int) string {
@@ -131,7 +131,7 @@ func TestTopThroughPipeFollowsChanges(t *testing.T) {
 		{entry("carol", 45), "bob:50 carol:45 alice:42"},
 		{storage.EntryState{Board: "global", Period: "all_time", UserID: "alice", Score: 60, SortKey: 60, Version: 2, ReachedAt: at, UpdatedAt: at}, "alice:60 bob:50 carol:45"},
 	} {
-		if _, _, err := writer.Apply(ctx, target, []storage.EntryState{change.state}, nil, 0); err != nil {
+		if _, _, err := writer.Apply(ctx, target, []storage.EntryState{change.state}, nil); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 { // the second read finds the top unchanged
@@ -167,7 +167,7 @@ func loadValues(t *testing.T, boards *storage.Boards, board string, values map[s
 		p := pages[0]
 		pages = pages[1:]
 		return p, nil, nil
-	}, 0); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

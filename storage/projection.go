@@ -83,8 +83,6 @@ type AppliedBatch struct {
 	NewEvents int
 	// Fresh marks, by index into the batch, the events applied for the first time.
 	Fresh []bool
-	// MaxSeq is the highest history sequence number the batch added (0 when none).
-	MaxSeq int64
 	// NickNames maps users of the batch to the display name their events carried.
 	NickNames map[string]string
 	// Changed lists, per "board:period", the users whose entry this batch changed.
@@ -176,7 +174,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		queueLockEntries(b, named)
 	}
 	// Syncs are recorded too (without board or period), so the relay sees them applied.
-	queueRecordHistory(b, events, func(f map[historyKey]bool, maxSeq int64) { fresh, out.MaxSeq = f, maxSeq })
+	queueRecordHistory(b, events, func(f map[historyKey]bool) { fresh = f })
 	if len(named) > 0 {
 		queueReadEntries(b, named, current)
 		queueReadRemoved(b, named, gone)
@@ -284,8 +282,8 @@ func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []E
 type historyKey struct{ user, id, board, period string }
 
 // queueRecordHistory queues the insert of the events into score_history; done gets the
-// events that were not there yet, with the highest sequence number it assigned.
-func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[historyKey]bool, maxSeq int64)) {
+// events that were not there yet.
+func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[historyKey]bool)) {
 	n := len(events)
 	ids, boards, periods, ops, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
 	values, times, metas := make(pgInt64s, n), make(pgTimes, n), make([]*string, n)
@@ -297,17 +295,14 @@ func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[h
 		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at, metadata)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::jsonb[])
 		ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
-		RETURNING user_id, event_id, board_id, period, seq`, ids, boards, periods, ops, users, values, times, metas).Query(func(rows pgx.Rows) error {
+		RETURNING user_id, event_id, board_id, period`, ids, boards, periods, ops, users, values, times, metas).Query(func(rows pgx.Rows) error {
 		fresh := map[historyKey]bool{}
-		var maxSeq int64
 		var k historyKey
-		var seq int64
-		_, err := pgx.ForEachRow(rows, []any{&k.user, &k.id, &k.board, &k.period, &seq}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&k.user, &k.id, &k.board, &k.period}, func() error {
 			fresh[k] = true
-			maxSeq = max(maxSeq, seq)
 			return nil
 		})
-		done(fresh, maxSeq)
+		done(fresh)
 		return err
 	})
 }

@@ -173,11 +173,3 @@ func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) 
 	return n, unavailable("count board entries", err)
 }
 
-// MaxSeq is the newest history sequence number: top versions after a rebuild or a load
-// start above it, so they stay above the versions clients have seen even when Redis lost
-// them.
-func (r *Ranks) MaxSeq(ctx context.Context) (int64, error) {
-	var n int64
-	err := r.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM score_history`).Scan(&n)
-	return n, unavailable("max history sequence", err)
-}

@@ -71,15 +71,8 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected, 0); err != nil {
 		return RebuildResult{}, err
 	}
-	seq, err := src.MaxSeq(ctx)
-	if err != nil {
-		return RebuildResult{}, err
-	}
-	// Strictly above the newest event's seq (the top an apply writes has a version of at
-	// least its batch's seq), so the rebuilt top reads as newer than the one that event
-	// produced even when Redis lost the top and its version.
 	out, err := swapScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
-		b.topN, seq+1, time.Now().UnixMicro(), token, t.TTL.Milliseconds()).Slice()
+		b.topN, time.Now().UnixMicro(), token, t.TTL.Milliseconds()).Slice()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: swap", err)
 	}
@@ -94,15 +87,11 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 // PostgreSQL, and marks it loaded: load on demand, for readers and the projector alike.
 // Concurrent reloads of one period are harmless (the writes are version-guarded).
 func (b *Boards) Reload(ctx context.Context, src *Ranks, t Target) (Top, error) {
-	seq, err := src.MaxSeq(ctx)
-	if err != nil {
-		return Top{}, err
-	}
 	expected, err := src.count(ctx, t.Board, t.Period)
 	if err != nil {
 		return Top{}, err
 	}
-	return b.load(ctx, t, src.pages(ctx, t.Board, t.Period, 2000), seq+1, expected)
+	return b.load(ctx, t, src.pages(ctx, t.Board, t.Period, 2000), expected)
 }
 
 // holdLock refreshes the rebuild lock until ctx ends.

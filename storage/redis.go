@@ -158,10 +158,10 @@ func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 // Apply mirrors the given absolute states of one board period into Redis (older versions
 // than what Redis holds are ignored), recomputes the cached top-N when an entry changed
 // within it, and reports whether the top changed: then the Top has its entries; otherwise
-// only its version and update time. minVersion lets the caller push the top version
-// forward. It returns ErrNotLoaded, writing nothing, when the period is not loaded.
-func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string, minVersion int64) (Top, bool, error) {
-	r := b.ApplyAll(ctx, []MirrorGroup{{Target: t, States: states}}, nicks, minVersion)[0]
+// only its version and update time. It returns ErrNotLoaded, writing nothing, when the
+// period is not loaded.
+func (b *Boards) Apply(ctx context.Context, t Target, states []EntryState, nicks map[string]string) (Top, bool, error) {
+	r := b.ApplyAll(ctx, []MirrorGroup{{Target: t, States: states}}, nicks)[0]
 	return r.Top, r.Changed, r.Err
 }
 
@@ -182,7 +182,7 @@ type MirrorResult struct {
 // go in pipelines of up to applyPipeline (split by node on a cluster), one round trip for
 // many of them. Each group gets its own result; a script Redis has lost is run again on
 // its own (NOSCRIPT: it did not run).
-func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[string]string, minVersion int64) []MirrorResult {
+func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[string]string) []MirrorResult {
 	type call struct {
 		keys []string
 		args []any
@@ -192,8 +192,8 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 	now := time.Now().UnixMicro()
 	for i, g := range groups {
 		k := b.keys(g.Target.Board, g.Target.Period)
-		args := make([]any, 0, 5+6*len(g.States))
-		args = append(args, b.topN, minVersion, now, g.Target.TTL.Milliseconds(), len(g.States))
+		args := make([]any, 0, 4+6*len(g.States))
+		args = append(args, b.topN, now, g.Target.TTL.Milliseconds(), len(g.States))
 		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS}, args: entryArgs(args, g.States, nicks)}
 	}
 	// Each pipeline answers within the client's read timeout, like one call did; each call
@@ -238,20 +238,20 @@ func applyResult(res []any, err error) MirrorResult {
 }
 
 // Load writes a whole board period into Redis from states (all of its entries, read from
-// PostgreSQL, in pages through next) and marks it loaded with a new top version of at
-// least minVersion. Entries written meanwhile by the projector win by version.
-func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion int64) (Top, error) {
-	return b.load(ctx, t, next, minVersion, 0)
+// PostgreSQL, in pages through next) and marks it loaded with a new top version.
+// Entries written meanwhile by the projector win by version.
+func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error)) (Top, error) {
+	return b.load(ctx, t, next, 0)
 }
 
 // load is Load for about expected entries (0: unknown), which lets empty entry hashes start
 // with the buckets they need.
-func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), minVersion, expected int64) (Top, error) {
+func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
 	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver}, next, expected, t.TTL); err != nil {
 		return Top{}, err
 	}
-	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, minVersion, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
 	if err != nil {
 		return Top{}, redisErr("load: seal", err)
 	}

@@ -43,7 +43,7 @@ func benchBoard(b *testing.B) (*storage.Boards, *redis.Client, storage.Target, [
 		}
 		done = true
 		return states, nil, nil
-	}, 1); err != nil {
+	}); err != nil {
 		b.Fatal(err)
 	}
 	return boards, rdb, t, scores
@@ -100,7 +100,7 @@ func benchApply(b *testing.B, batch int) {
 			version++
 			states[i] = benchState(u, scores[u], version, now)
 		}
-		if r := boards.ApplyAll(ctx, []storage.MirrorGroup{{Target: t, States: states}}, nil, version)[0]; r.Err != nil {
+		if r := boards.ApplyAll(ctx, []storage.MirrorGroup{{Target: t, States: states}}, nil)[0]; r.Err != nil {
 			b.Fatal(r.Err)
 		}
 	}

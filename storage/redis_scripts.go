@@ -183,11 +183,10 @@ local function upsert(z, o, n, m, user, rec, sortkey, version, nick, meta)
 end
 `
 
-// topLua defines refreshTop(z, o, n, m, top, ver, topN, minVersion, now, force, written):
-// it recomputes the cached top-N and, when its members or their order changed (or force
-// says so: true, or a set of users of whom one is in the top: their nick name or metadata
-// changed), gives it the next version of the board (the board-wide counter ver, so
-// versions rise across periods too, never below minVersion). It returns {changed,
+// topLua defines refreshTop(z, o, n, m, top, ver, topN, now, force, written): it
+// recomputes the cached top-N and, when its members or their order changed (or force says
+// so: true, or a set of users of whom one is in the top: their nick name or metadata
+// changed), gives it the next version of the board (nextVersion). It returns {changed,
 // version, updated, body}, the body empty when nothing changed; a body line is user TAB
 // sort key TAB record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
 // entry, nick name or metadata the caller may have written since the cached body was
@@ -195,7 +194,18 @@ end
 // and formats only what changed (only apply writes the entries of a loaded board, and it
 // names every user it writes). nil recomputes every line.
 const topLua = `
-local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force, written)
+-- nextVersion draws a top version from the board-wide counter ver (so versions rise
+-- across periods too), never below the current one, nor below Redis's clock in µs: a
+-- board whose keys Redis lost, counter included, starts again above every version it gave
+-- before (unless it gave more than a million a second, or the clock went back).
+local function nextVersion(ver, curVersion)
+  local t = redis.call('TIME')
+  local version = string.format('%d', math.max(redis.call('INCR', ver), curVersion + 1, t[1] * 1000000 + t[2]))
+  redis.call('SET', ver, version, 'KEEPTTL')
+  return version
+end
+
+local function refreshTop(z, o, n, m, topKey, ver, topN, now, force, written)
   local top = redis.call('ZREVRANGE', z, 0, topN - 1, 'WITHSCORES')
   local digest = table.concat(top, ',')
   local meta = redis.call('HMGET', topKey, 'version', 'digest', 'updated')
@@ -232,10 +242,9 @@ local function refreshTop(z, o, n, m, topKey, ver, topN, minVersion, now, force,
     end
   end
   local body = table.concat(lines, '\n')
-  local version = math.max(redis.call('INCR', ver), minVersion, curVersion + 1)
-  redis.call('SET', ver, version, 'KEEPTTL')
+  local version = nextVersion(ver, curVersion)
   redis.call('HSET', topKey, 'version', version, 'digest', digest, 'updated', now, 'body', body)
-  return {1, version, now, body}
+  return {1, tonumber(version), now, body}
 end
 `
 
@@ -250,8 +259,8 @@ end
 // presence marks a loaded period, goes a second before the deadline, so no reader sees a
 // top over missing entries. The board's version counter ver lives as long as the
 // longest-lived of its periods, so a board whose periods all expire (a finished match)
-// leaves nothing behind; versions still rise after that, as loads start above
-// PostgreSQL's history. now is in µs.
+// leaves nothing behind; versions still rise after that, as they are never below Redis's
+// clock (nextVersion). now is in µs.
 const expireLua = `
 local function expire(o, others, topKey, ver, ttl, now, sweep)
   if ttl <= 0 then return end
@@ -280,10 +289,10 @@ end
 // them), and returns {-2}: the caller loads the board from PostgreSQL. Removals are buried
 // (upsertLua) in the live keys and the shadow's.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals.
-// ARGV: topN, minVersion, now µs, ttl ms, count, then count × (user, record, sortkey,
-// version, nick, metadata).
+// ARGV: topN, now µs, ttl ms, count, then count × (user, record, sortkey, version, nick,
+// metadata).
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
-local topN, minVersion, now, ttl, count = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local topN, now, ttl, count = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local shadow
 if redis.call('EXISTS', KEYS[6]) == 1 then
   shadow = hashes(KEYS[8])
@@ -295,7 +304,7 @@ live.gone = KEYS[12]
 -- costs less than reading the top; for more, the top is read once (refreshTop).
 if count <= 2 then live.topN = topN end
 if redis.call('EXISTS', KEYS[5]) == 0 then
-  for i = 6, 5 + 6 * count, 6 do
+  for i = 5, 4 + 6 * count, 6 do
     if ARGV[i+1] == '' then
       upsert(KEYS[1], live, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
     end
@@ -306,7 +315,7 @@ if redis.call('EXISTS', KEYS[5]) == 0 then
   return {-2}
 end
 local wrote, renamed, written = false, {}, {}
-local i = 6
+local i = 5
 for _ = 1, count do
   local user, rec, sortkey, version, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5]
   i = i + 6
@@ -322,7 +331,7 @@ if not wrote or (live.topN and not live.topTouched) then
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
 -- refreshTop tells from the top itself whether it changed.
-return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, minVersion, now, renamed, written)
+return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now, renamed, written)
 `)
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
@@ -352,11 +361,11 @@ return count
 
 // sealScript ends a load on demand: it computes the top (which marks the board loaded)
 // with a new version and sets the keys' lifetime.
-// KEYS: z, u, n, m, top, ver. ARGV: topN, minVersion, now µs, ttl ms.
+// KEYS: z, u, n, m, top, ver. ARGV: topN, now µs, ttl ms.
 var sealScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
 local o = hashes(KEYS[2])
-local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[4]), tonumber(ARGV[3]), true)
+local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), ARGV[2], true)
+expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[3]), tonumber(ARGV[2]), true)
 return res
 `)
 
@@ -371,9 +380,9 @@ return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 // swapScript replaces the live board with the shadow one in one step, ends the rebuild
 // and refreshes the top with a new version. It does nothing and returns {-1} unless the
 // rebuild marker still holds the caller's token.
-// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver. ARGV: topN, minVersion, now µs, token, ttl ms.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver. ARGV: topN, now µs, token, ttl ms.
 var swapScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
-if redis.call('GET', KEYS[6]) ~= ARGV[4] then return {-1, 0} end
+if redis.call('GET', KEYS[6]) ~= ARGV[3] then return {-1, 0} end
 for _, k in ipairs({1, 3, 4}) do
   if redis.call('EXISTS', KEYS[k + 6]) == 1 then
     redis.call('RENAME', KEYS[k + 6], KEYS[k])
@@ -393,8 +402,8 @@ for i = 0, math.max(nl, ns) - 1 do
 end
 redis.call('DEL', KEYS[6])
 local o = hashes(KEYS[2])
-local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true)
-expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], tonumber(ARGV[5]), tonumber(ARGV[3]), true)
+local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), ARGV[2], true)
+expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], tonumber(ARGV[4]), tonumber(ARGV[2]), true)
 return res
 `)
 

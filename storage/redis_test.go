@@ -31,7 +31,7 @@ func newBoardsFixture(t *testing.T, topN int) *boardsFixture {
 // load marks a board period loaded, with no entries.
 func (f *boardsFixture) load(board, period string) storage.Top {
 	f.t.Helper()
-	top, err := f.boards.Load(testContext(f.t), storage.Target{Board: board, Period: period}, noPages, 0)
+	top, err := f.boards.Load(testContext(f.t), storage.Target{Board: board, Period: period}, noPages)
 	if err != nil {
 		f.t.Fatalf("Load: %v", err)
 	}
@@ -46,9 +46,9 @@ func state(user string, score, version int64, reached time.Time) storage.EntrySt
 	return storage.EntryState{Board: "global", Period: "all_time", UserID: user, Score: score, SortKey: score, Version: version, ReachedAt: reached, UpdatedAt: reached}
 }
 
-func (f *boardsFixture) apply(minVersion int64, nicks map[string]string, states ...storage.EntryState) (storage.Top, bool) {
+func (f *boardsFixture) apply(nicks map[string]string, states ...storage.EntryState) (storage.Top, bool) {
 	f.t.Helper()
-	top, changed, err := f.boards.Apply(testContext(f.t), global, states, nicks, minVersion)
+	top, changed, err := f.boards.Apply(testContext(f.t), global, states, nicks)
 	if err != nil {
 		f.t.Fatalf("Apply: %v", err)
 	}
@@ -106,7 +106,7 @@ func (f *boardsFixture) checkOrder(want ...string) {
 func TestBoardsRanksAreOneBased(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	f.apply(0, nil, state("a", 100, 1, at(1)), state("b", 300, 1, at(2)), state("c", 200, 1, at(3)))
+	f.apply(nil, state("a", 100, 1, at(1)), state("b", 300, 1, at(2)), state("c", 200, 1, at(3)))
 
 	f.checkOrder("b", "c", "a")
 	top := f.top(10)
@@ -128,8 +128,8 @@ func TestBoardsTiesRankEarlierFirst(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
 	// Applied in an order unrelated to reached_at, in two calls.
-	f.apply(0, nil, state("late", 100, 1, at(30)), state("first", 100, 1, at(10)))
-	f.apply(0, nil, state("middle", 100, 1, at(20)), state("top", 101, 1, at(40)), state("low", 99, 1, at(1)))
+	f.apply(nil, state("late", 100, 1, at(30)), state("first", 100, 1, at(10)))
+	f.apply(nil, state("middle", 100, 1, at(20)), state("top", 101, 1, at(40)), state("low", 99, 1, at(1)))
 
 	f.checkOrder("top", "first", "middle", "late", "low")
 }
@@ -138,7 +138,7 @@ func TestBoardsHugeScoresKeepOrder(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
 	const big = 1<<53 - 1
-	f.apply(0, nil, state("max", big, 1, at(1)), state("below", big-1, 1, at(2)))
+	f.apply(nil, state("max", big, 1, at(1)), state("below", big-1, 1, at(2)))
 	f.checkOrder("max", "below")
 	if got := f.top(10).Entries[0].Score; got != big {
 		t.Errorf("Top score = %d, want %d", got, big)
@@ -148,7 +148,7 @@ func TestBoardsHugeScoresKeepOrder(t *testing.T) {
 	}
 	// Beyond 2^53 a sorted-set score is not exact; the value read back still is.
 	const huge = 1<<60 + 1
-	f.apply(0, nil, state("huge", huge, 1, at(3)))
+	f.apply(nil, state("huge", huge, 1, at(3)))
 	if got := f.top(10).Entries[0]; got.UserID != "huge" || got.Score != huge {
 		t.Errorf("Top first = %s %d, want huge %d", got.UserID, got.Score, int64(huge))
 	}
@@ -160,12 +160,12 @@ func TestBoardsHugeScoresKeepOrder(t *testing.T) {
 func TestBoardsVersionGuardIgnoresOlderStates(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	f.apply(0, nil, state("u", 500, 2, at(20)))
-	_, changed := f.apply(0, nil, state("u", 100, 1, at(10))) // older version, delivered late
+	f.apply(nil, state("u", 500, 2, at(20)))
+	_, changed := f.apply(nil, state("u", 100, 1, at(10))) // older version, delivered late
 	if changed {
 		t.Errorf("an ignored older state reported the top as changed")
 	}
-	f.apply(0, nil, state("u", 700, 2, at(30))) // same version: ignored too
+	f.apply(nil, state("u", 700, 2, at(30))) // same version: ignored too
 
 	if e := f.user("u"); e.Score != 500 || !e.UpdatedAt.Equal(at(20)) {
 		t.Errorf("User(u) = %+v, want the version-2 state (score 500)", e)
@@ -177,7 +177,7 @@ func TestBoardsVersionGuardIgnoresOlderStates(t *testing.T) {
 		t.Errorf("ZCARD = %d, want 1", n)
 	}
 
-	f.apply(0, nil, state("u", 900, 3, at(40)))
+	f.apply(nil, state("u", 900, 3, at(40)))
 	if e := f.user("u"); e.Score != 900 {
 		t.Errorf("User(u).Score = %d after a newer version, want 900", e.Score)
 	}
@@ -186,11 +186,11 @@ func TestBoardsVersionGuardIgnoresOlderStates(t *testing.T) {
 func TestBoardsMovedMemberIsNotDuplicated(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	f.apply(0, nil, state("a", 10, 1, at(1)), state("b", 20, 1, at(2)), state("c", 30, 1, at(3)))
+	f.apply(nil, state("a", 10, 1, at(1)), state("b", 20, 1, at(2)), state("c", 30, 1, at(3)))
 	// a and b reach new scores at new times (new members), c is re-sent unchanged.
-	f.apply(0, nil, state("a", 50, 2, at(10)), state("b", 25, 2, at(11)), state("c", 30, 1, at(3)))
+	f.apply(nil, state("a", 50, 2, at(10)), state("b", 25, 2, at(11)), state("c", 30, 1, at(3)))
 	// a's reached_at changes again without a score change (an earlier equal score arrived).
-	f.apply(0, nil, state("a", 50, 3, at(5)))
+	f.apply(nil, state("a", 50, 3, at(5)))
 
 	if n := f.zcard(); n != 3 {
 		t.Errorf("ZCARD = %d, want 3 (one member per user)", n)
@@ -224,7 +224,7 @@ func TestBoardsChangedFlagAndVersion(t *testing.T) {
 	f := newBoardsFixture(t, 10)
 	states := []storage.EntryState{state("a", 10, 1, at(1)), state("b", 20, 1, at(2))}
 
-	top1, changed := f.apply(0, nil, states...)
+	top1, changed := f.apply(nil, states...)
 	if !changed {
 		t.Errorf("first Apply: changed = false, want true")
 	}
@@ -235,7 +235,7 @@ func TestBoardsChangedFlagAndVersion(t *testing.T) {
 		t.Errorf("first Apply returned entries %+v", top1.Entries)
 	}
 
-	top2, changed := f.apply(0, nil, states...) // a redelivery repairs nothing
+	top2, changed := f.apply(nil, states...) // a redelivery repairs nothing
 	if changed {
 		t.Errorf("re-applying the same states: changed = true, want false")
 	}
@@ -246,7 +246,7 @@ func TestBoardsChangedFlagAndVersion(t *testing.T) {
 		t.Errorf("unchanged Apply returned %d entries, want none (the top is not read again)", len(top2.Entries))
 	}
 
-	top3, changed := f.apply(0, nil, state("a", 30, 2, at(3)))
+	top3, changed := f.apply(nil, state("a", 30, 2, at(3)))
 	if !changed {
 		t.Errorf("new leader: changed = false, want true")
 	}
@@ -258,34 +258,42 @@ func TestBoardsChangedFlagAndVersion(t *testing.T) {
 	}
 }
 
-func TestBoardsTopVersionHonoursMinVersionAndNeverDecreases(t *testing.T) {
+// TestBoardsTopVersionNeverDecreases: every change of the top gets a higher version, at
+// least Redis's clock in µs (what keeps versions rising when Redis loses a board, counter
+// included: TestVersionAfterRedisLoss); an unchanged top keeps its version.
+func TestBoardsTopVersionNeverDecreases(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	top, changed := f.apply(42, nil, state("a", 10, 1, at(1)))
-	if !changed || top.Version < 42 {
-		t.Fatalf("Apply with minVersion 42: changed %v version %d, want a change with version >= 42", changed, top.Version)
+	clock := func() int64 {
+		now, err := f.rdb.Time(testContext(t)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UnixMicro()
+	}
+	before := clock()
+	top, changed := f.apply(nil, state("a", 10, 1, at(1)))
+	if !changed || top.Version < before {
+		t.Fatalf("first Apply: changed %v version %d, want a change with a version >= Redis's clock %d", changed, top.Version, before)
 	}
 	prev := top.Version
-	for i, minVersion := range []int64{0, 10, prev + 100, 5} {
-		top, changed = f.apply(minVersion, nil, state("a", int64(20+i), int64(2+i), at(2+i)))
+	for i := range 4 {
+		top, changed = f.apply(nil, state("a", int64(20+i), int64(2+i), at(2+i)))
 		if !changed {
 			t.Fatalf("step %d: score change not reported", i)
 		}
 		if top.Version <= prev {
-			t.Errorf("step %d (minVersion %d): version %d, previous %d: must grow", i, minVersion, top.Version, prev)
-		}
-		if top.Version < minVersion {
-			t.Errorf("step %d: version %d < minVersion %d", i, top.Version, minVersion)
+			t.Errorf("step %d: version %d, previous %d: must grow", i, top.Version, prev)
 		}
 		if got := f.top(10).Version; got != top.Version {
 			t.Errorf("step %d: Top().Version = %d, Apply returned %d", i, got, top.Version)
 		}
 		prev = top.Version
 	}
-	// An unchanged top never goes back either.
-	top, _ = f.apply(1, nil, state("a", 23, 5, at(5)))
-	if top.Version < prev {
-		t.Errorf("unchanged Apply: version went back %d -> %d", prev, top.Version)
+	// An unchanged top keeps its version.
+	top, changed = f.apply(nil, state("a", 23, 5, at(5)))
+	if changed || top.Version != prev {
+		t.Errorf("unchanged Apply: changed %v, version %d -> %d", changed, prev, top.Version)
 	}
 }
 
@@ -296,7 +304,7 @@ func TestBoardsTopLimitAndTopN(t *testing.T) {
 	for i := range 6 {
 		states = append(states, state(fmt.Sprintf("u%d", i), int64(100+i), 1, at(i)))
 	}
-	f.apply(0, nil, states...)
+	f.apply(nil, states...)
 
 	if top := f.top(3); len(top.Entries) != 3 || top.Entries[0].UserID != "u5" || top.Entries[2].UserID != "u3" || top.Entries[2].Rank != 3 {
 		t.Errorf("Top(limit 3) = %+v, want u5, u4, u3", top.Entries)
@@ -323,7 +331,7 @@ func TestBoardsEmptyAndUnknown(t *testing.T) {
 	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("User on an empty board: err = %v, want ErrNotFound", err)
 	}
-	f.apply(0, nil, state("a", 1, 1, at(1)))
+	f.apply(nil, state("a", 1, 1, at(1)))
 	if _, err := f.boards.User(testContext(t), "global", "all_time", "nobody"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("unknown user: err = %v, want ErrNotFound", err)
 	}
@@ -338,7 +346,7 @@ func TestBoardsEmptyAndUnknown(t *testing.T) {
 func TestBoardsNickNamesInTop(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 10)
-	f.apply(0, map[string]string{"a": "Alice Ünïcode 🎮", "b": "Bob"},
+	f.apply(map[string]string{"a": "Alice Ünïcode 🎮", "b": "Bob"},
 		state("a", 10, 1, at(1)), state("b", 20, 1, at(2)), state("c", 5, 1, at(3)))
 
 	want := map[string]string{"a": "Alice Ünïcode 🎮", "b": "Bob", "c": ""}
@@ -359,10 +367,10 @@ func TestBoardsBoardsAndPeriodsAreSeparate(t *testing.T) {
 	ctx := testContext(t)
 	f.load("daily", "2025-03-01")
 	f.load("daily", "2025-03-02")
-	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-01"}, []storage.EntryState{{Board: "daily", Period: "2025-03-01", UserID: "a", Score: 5, SortKey: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-01"}, []storage.EntryState{{Board: "daily", Period: "2025-03-01", UserID: "a", Score: 5, SortKey: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-02"}, []storage.EntryState{{Board: "daily", Period: "2025-03-02", UserID: "b", Score: 7, SortKey: 7, Version: 1, ReachedAt: at(2), UpdatedAt: at(2)}}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: "2025-03-02"}, []storage.EntryState{{Board: "daily", Period: "2025-03-02", UserID: "b", Score: 7, SortKey: 7, Version: 1, ReachedAt: at(2), UpdatedAt: at(2)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	top, err := f.boards.Top(ctx, "daily", "2025-03-01", 10)
@@ -394,7 +402,7 @@ func TestBoardsApplyAllInOnePipeline(t *testing.T) {
 		{Target: global, States: []storage.EntryState{state("a", 3, 1, at(1))}},
 		{Target: storage.Target{Board: "daily", Period: "2025-03-02"}, States: []storage.EntryState{daily("2025-03-02", "b", 9)}},
 		{Target: storage.Target{Board: "daily", Period: "2025-03-01"}, States: []storage.EntryState{daily("2025-03-01", "c", 7)}},
-	}, map[string]string{"a": "Ann"}, 0)
+	}, map[string]string{"a": "Ann"})
 	if len(res) != 3 {
 		t.Fatalf("%d results for 3 groups", len(res))
 	}
@@ -437,7 +445,7 @@ func TestBoardsApplyAllManyPeriods(t *testing.T) {
 		st := storage.EntryState{Board: m.Board, Period: m.Period, UserID: fmt.Sprint("u", i), Score: int64(i), SortKey: int64(i), Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}
 		groups = append(groups, storage.MirrorGroup{Target: m, States: []storage.EntryState{st}})
 	}
-	for i, r := range f.boards.ApplyAll(ctx, groups, nil, 0) {
+	for i, r := range f.boards.ApplyAll(ctx, groups, nil) {
 		if r.Err != nil || !r.Changed || len(r.Top.Entries) != 1 || r.Top.Entries[0].UserID != fmt.Sprint("u", i) || r.Top.Entries[0].Score != int64(i) {
 			t.Fatalf("group %d: %+v, want a changed top of u%d with %d", i, r, i, i)
 		}
@@ -453,7 +461,7 @@ func TestBoardsLoadOnDemand(t *testing.T) {
 	ctx := testContext(t)
 	day := storage.Target{Board: "daily", Period: "2026-01-01"}
 	s := storage.EntryState{Board: "daily", Period: "2026-01-01", UserID: "a", Score: 5, SortKey: 5, Version: 1, ReachedAt: at(1), UpdatedAt: at(1)}
-	if _, _, err := b.Apply(ctx, day, []storage.EntryState{s}, nil, 0); !errors.Is(err, storage.ErrNotLoaded) {
+	if _, _, err := b.Apply(ctx, day, []storage.EntryState{s}, nil); !errors.Is(err, storage.ErrNotLoaded) {
 		t.Fatalf("Apply to a period not loaded: %v, want ErrNotLoaded", err)
 	}
 	if keys := rdb.Keys(ctx, prefix+":*").Val(); len(keys) != 0 {
@@ -474,8 +482,8 @@ func TestBoardsLoadOnDemand(t *testing.T) {
 		pages = pages[1:]
 		return p, map[string]string{"b": "Bea"}, nil
 	}
-	top, err := b.Load(ctx, day, next, 40)
-	if err != nil || top.Version < 40 || len(top.Entries) != 2 || top.Entries[0].UserID != "b" || top.Entries[0].NickName != "Bea" || string(top.Entries[0].Metadata) != `{"car":"red"}` {
+	top, err := b.Load(ctx, day, next)
+	if err != nil || len(top.Entries) != 2 || top.Entries[0].UserID != "b" || top.Entries[0].NickName != "Bea" || string(top.Entries[0].Metadata) != `{"car":"red"}` {
 		t.Fatalf("Load: %+v, %v", top, err)
 	}
 	e, err := b.User(ctx, "daily", "2026-01-01", "b")
@@ -500,7 +508,7 @@ func TestBoardsVersionsRiseAcrossPeriods(t *testing.T) {
 			t.Fatalf("period %s loaded with version %d after %d", p, top.Version, last)
 		}
 		st := storage.EntryState{Board: "daily", Period: p, UserID: fmt.Sprint("u", i), Score: 1, SortKey: 1, Version: 1, ReachedAt: at(i), UpdatedAt: at(i)}
-		top, changed, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: p}, []storage.EntryState{st}, nil, 0)
+		top, changed, err := f.boards.Apply(ctx, storage.Target{Board: "daily", Period: p}, []storage.EntryState{st}, nil)
 		if err != nil || !changed || top.Version <= last {
 			t.Fatalf("apply to %s: version %d after %d, %v", p, top.Version, last, err)
 		}
@@ -523,7 +531,7 @@ func TestBoardsAscendingAndMetadata(t *testing.T) {
 		}
 		return s
 	}
-	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 90000, 1, `{"car":"a"}`), lap("fast", 61000, 1, "")}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 90000, 1, `{"car":"a"}`), lap("fast", 61000, 1, "")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	top, err := f.boards.Top(ctx, "laps", "2026-W01", 10)
@@ -531,7 +539,7 @@ func TestBoardsAscendingAndMetadata(t *testing.T) {
 		t.Fatalf("asc top: %+v, %v", top.Entries, err)
 	}
 	// slow improves without metadata: the entry's metadata goes with its old state.
-	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 60000, 2, "")}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, laps, []storage.EntryState{lap("slow", 60000, 2, "")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	e, err := f.boards.User(ctx, "laps", "2026-W01", "slow")
@@ -547,7 +555,7 @@ func TestBoardsAscendingAndMetadata(t *testing.T) {
 		s.Period = next.Period
 		return s
 	}
-	if _, _, err := f.boards.Apply(ctx, next, []storage.EntryState{w2("fast", 61000, 1, ""), w2("slow", 90000, 1, `{"car":"b"}`), w2("slow", 80000, 2, "")}, nil, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, next, []storage.EntryState{w2("fast", 61000, 1, ""), w2("slow", 90000, 1, `{"car":"b"}`), w2("slow", 80000, 2, "")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if e, err := f.boards.User(ctx, "laps", next.Period, "slow"); err != nil || e.Score != 80000 || e.Metadata != nil {
@@ -562,11 +570,11 @@ func TestBoardsKeysExpire(t *testing.T) {
 	f := newBoardsFixture(t, 10)
 	ctx := testContext(t)
 	m := storage.Target{Board: "match:m1", Period: "all_time", TTL: time.Hour}
-	if _, err := f.boards.Load(ctx, m, noPages, 0); err != nil {
+	if _, err := f.boards.Load(ctx, m, noPages); err != nil {
 		t.Fatal(err)
 	}
 	st := storage.EntryState{Board: "match:m1", Period: "all_time", UserID: "a", Score: 3, SortKey: 3, Version: 1, ReachedAt: at(1), UpdatedAt: at(1), Metadata: []byte(`{}`)}
-	if _, _, err := f.boards.Apply(ctx, m, []storage.EntryState{st}, map[string]string{"a": "A"}, 0); err != nil {
+	if _, _, err := f.boards.Apply(ctx, m, []storage.EntryState{st}, map[string]string{"a": "A"}); err != nil {
 		t.Fatal(err)
 	}
 	base := f.prefix + ":{match:m1}:all_time:"
@@ -588,7 +596,7 @@ func TestBoardsKeysExpire(t *testing.T) {
 		t.Errorf("the version counter lives %v, want about an hour", ttl)
 	}
 	short := storage.Target{Board: "match:m1", Period: "other", TTL: time.Minute}
-	if _, err := f.boards.Load(ctx, short, noPages, 0); err != nil {
+	if _, err := f.boards.Load(ctx, short, noPages); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := f.rdb.PTTL(ctx, ver).Val(); ttl <= 59*time.Minute {
@@ -605,16 +613,16 @@ func TestBoardsKeysExpire(t *testing.T) {
 func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 	t.Parallel()
 	f := newBoardsFixture(t, 3)
-	f.apply(0, nil, state("a", 100, 1, at(1)), state("b", 90, 1, at(2)), state("c", 80, 1, at(3)), state("d", 10, 1, at(4)), state("e", 5, 1, at(5)))
+	f.apply(nil, state("a", 100, 1, at(1)), state("b", 90, 1, at(2)), state("c", 80, 1, at(3)), state("d", 10, 1, at(4)), state("e", 5, 1, at(5)))
 	v := f.top(3).Version
-	if _, changed := f.apply(0, nil, state("d", 20, 2, at(6)), state("e", 6, 2, at(7))); changed {
+	if _, changed := f.apply(nil, state("d", 20, 2, at(6)), state("e", 6, 2, at(7))); changed {
 		t.Error("changes below the top-3 changed the top")
 	}
 	if got := f.top(3).Version; got != v {
 		t.Errorf("changes below the top-3 moved its version %d -> %d", v, got)
 	}
 	// Three entries or more are checked against the top once, not rank by rank.
-	if _, changed := f.apply(0, nil, state("f", 4, 1, at(7)), state("g", 3, 1, at(7)), state("h", 2, 1, at(7))); changed {
+	if _, changed := f.apply(nil, state("f", 4, 1, at(7)), state("g", 3, 1, at(7)), state("h", 2, 1, at(7))); changed {
 		t.Error("three changes below the top-3 changed the top")
 	}
 	if got := f.top(3).Version; got != v {
@@ -622,12 +630,12 @@ func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 	}
 	// A new nick name of a user in the top comes with a state Redis has already (a score
 	// that did not improve): the top shows it.
-	top, changed := f.apply(0, map[string]string{"b": "Bee"}, state("b", 90, 1, at(2)))
+	top, changed := f.apply(map[string]string{"b": "Bee"}, state("b", 90, 1, at(2)))
 	if !changed || top.Version <= v || top.Entries[1].NickName != "Bee" {
 		t.Errorf("a new nick name in the top: changed %v, version %d (was %d), entries %+v", changed, top.Version, v, top.Entries)
 	}
 	v = top.Version
-	if _, changed := f.apply(0, map[string]string{"e": "Eve"}, state("e", 6, 2, at(7))); changed {
+	if _, changed := f.apply(map[string]string{"e": "Eve"}, state("e", 6, 2, at(7))); changed {
 		t.Error("a new nick name below the top-3 changed the top")
 	}
 	for i, s := range []storage.EntryState{
@@ -635,7 +643,7 @@ func TestBoardsTopRefreshedOnlyWhenTouched(t *testing.T) {
 		state("a", 101, 2, at(9)), // moves inside it
 		state("d", 1, 4, at(10)),  // leaves it again
 	} {
-		top, changed := f.apply(0, nil, s)
+		top, changed := f.apply(nil, s)
 		if !changed || top.Version <= v || len(top.Entries) != 3 {
 			t.Errorf("step %d: changed %v version %d (was %d), %d entries", i, changed, top.Version, v, len(top.Entries))
 		}
@@ -678,7 +686,7 @@ func TestBoardsTopLinesFollowEveryChange(t *testing.T) {
 			}
 			states = append(states, s)
 		}
-		f.apply(0, names, states...)
+		f.apply(names, states...)
 		top := f.top(5)
 		for _, e := range top.Entries {
 			want := f.user(e.UserID)

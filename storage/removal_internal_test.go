@@ -80,7 +80,7 @@ func (f *loadRace) remove(user string, version int64) EntryState {
 // Reload of its own.
 func (f *loadRace) mirror(states ...EntryState) {
 	f.t.Helper()
-	_, _, err := f.b.Apply(f.ctx, loadRaceGlobal, states, nil, 0)
+	_, _, err := f.b.Apply(f.ctx, loadRaceGlobal, states, nil)
 	if errors.Is(err, ErrNotLoaded) {
 		_, err = f.b.Reload(f.ctx, f.r, loadRaceGlobal)
 	}
@@ -94,10 +94,6 @@ func (f *loadRace) mirror(states ...EntryState) {
 // before it written, the seal not run).
 func (f *loadRace) reload(page int, afterWrite bool, hook func()) {
 	f.t.Helper()
-	seq, err := f.r.MaxSeq(f.ctx)
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	next := f.r.pages(f.ctx, "global", "all_time", 2000)
 	calls := 0
 	hooked := func() ([]EntryState, map[string]string, error) {
@@ -111,7 +107,7 @@ func (f *loadRace) reload(page int, afterWrite bool, hook func()) {
 		}
 		return s, n, err
 	}
-	if _, err := f.b.load(f.ctx, loadRaceGlobal, hooked, seq+1, 0); err != nil {
+	if _, err := f.b.load(f.ctx, loadRaceGlobal, hooked, 0); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -228,12 +224,8 @@ func TestRemovalDuringRebuildStaysRemoved(t *testing.T) {
 	if err := f.b.loadPages(f.ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, hooked, 2, 0); err != nil {
 		t.Fatal(err)
 	}
-	seq, err := f.r.MaxSeq(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := swapScript.Run(f.ctx, f.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
-		f.b.topN, seq+1, time.Now().UnixMicro(), "token", 0).Err(); err != nil {
+		f.b.topN, time.Now().UnixMicro(), "token", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	f.consistent("a removal during a rebuild")
@@ -260,10 +252,6 @@ func TestLoadExtendsKeysAboutToExpire(t *testing.T) {
 	if err := f.rdb.Del(f.ctx, k.top).Err(); err != nil {
 		t.Fatal(err)
 	}
-	seq, err := f.r.MaxSeq(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	next := f.r.pages(f.ctx, "global", "all_time", 1) // a page an entry
 	calls := 0
 	hooked := func() ([]EntryState, map[string]string, error) {
@@ -276,7 +264,7 @@ func TestLoadExtendsKeysAboutToExpire(t *testing.T) {
 		}
 		return next()
 	}
-	if _, err := f.b.load(f.ctx, match, hooked, seq+1, 0); err != nil {
+	if _, err := f.b.load(f.ctx, match, hooked, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.consistent("a load of keys about to expire")

@@ -13,7 +13,7 @@ func mirrorBatch(t *testing.T, b *storage.Boards, applied storage.AppliedBatch) 
 	if len(applied.Entries) == 0 {
 		return // the projector sends nothing to Redis
 	}
-	if _, _, err := b.Apply(testContext(t), global, applied.Entries, applied.NickNames, applied.MaxSeq); err != nil {
+	if _, _, err := b.Apply(testContext(t), global, applied.Entries, applied.NickNames); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -70,7 +70,7 @@ func TestRedeliveredRemovalReachesRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := storage.EntryState{Board: "global", Period: "all_time", UserID: "alice", Score: 120, SortKey: 120, Version: 2, ReachedAt: at(1), UpdatedAt: at(1)}
-	if _, _, err := boards.Apply(ctx, global, []storage.EntryState{stale}, nil, 0); err != nil {
+	if _, _, err := boards.Apply(ctx, global, []storage.EntryState{stale}, nil); err != nil {
 		t.Fatal(err)
 	}
 	again := mustApply(t, p, bestEvent("ev-3", "alice", 50, at(3)))
