@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -104,4 +105,127 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 	default:
 		return badRequest("invalid_json", "request body is not a valid JSON object: %v", err)
 	}
+}
+
+// The answers of the hot reads (the top, one user's entry) are written without reflection,
+// byte for byte what encode writes for the same values (encode_test.go compares them). An
+// answer the hand-written path cannot write as encoding/json would (a time outside years
+// 0–9999, metadata that is not valid JSON) goes through encode.
+
+// topResponse is the answer of GET /v1/leaderboard/top and GET /v1/boards/{board_id}/top.
+type topResponse struct {
+	Board     string      `json:"board"`
+	Period    string      `json:"period"`
+	Version   int64       `json:"version"`
+	UpdatedAt *time.Time  `json:"updated_at"`
+	Entries   []entryView `json:"entries"`
+}
+
+func encodeTop(w http.ResponseWriter, resp topResponse) {
+	buf := make([]byte, 0, 128+160*len(resp.Entries))
+	buf = append(buf, `{"board":`...)
+	buf = appendJSONString(buf, resp.Board)
+	buf = append(buf, `,"period":`...)
+	buf = appendJSONString(buf, resp.Period)
+	buf = append(buf, `,"version":`...)
+	buf = strconv.AppendInt(buf, resp.Version, 10)
+	buf = append(buf, `,"updated_at":`...)
+	ok := true
+	if resp.UpdatedAt == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf, ok = appendJSONTime(buf, *resp.UpdatedAt)
+	}
+	buf = append(buf, `,"entries":`...)
+	if ok {
+		buf, ok = appendEntryViews(buf, resp.Entries)
+	}
+	if !ok {
+		encode(w, http.StatusOK, resp)
+		return
+	}
+	writeJSON(w, append(buf, "}\n"...))
+}
+
+func encodeUser(w http.ResponseWriter, v userView) {
+	buf := make([]byte, 0, 192+160*len(v.Around))
+	buf = append(buf, `{"user_id":`...)
+	buf = appendJSONString(buf, v.UserID)
+	buf = append(buf, `,"score":`...)
+	buf = strconv.AppendInt(buf, v.Score, 10)
+	buf = append(buf, `,"rank":`...)
+	buf = strconv.AppendInt(buf, v.Rank, 10)
+	buf = append(buf, `,"updated_at":`...)
+	buf, ok := appendJSONTime(buf, v.UpdatedAt)
+	buf = append(buf, `,"board":`...)
+	buf = appendJSONString(buf, v.Board)
+	buf = append(buf, `,"period":`...)
+	buf = appendJSONString(buf, v.Period)
+	if ok && len(v.Metadata) > 0 {
+		buf = append(buf, `,"metadata":`...)
+		buf, ok = appendRawJSON(buf, v.Metadata)
+	}
+	if ok && len(v.Around) > 0 {
+		buf = append(buf, `,"around":`...)
+		buf, ok = appendEntryViews(buf, v.Around)
+	}
+	if !ok {
+		encode(w, http.StatusOK, v)
+		return
+	}
+	writeJSON(w, append(buf, "}\n"...))
+}
+
+func writeJSON(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// appendEntryViews appends entries as encoding/json writes a non-nil []entryView.
+func appendEntryViews(dst []byte, entries []entryView) ([]byte, bool) {
+	dst = append(dst, '[')
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"rank":`...)
+		dst = strconv.AppendInt(dst, e.Rank, 10)
+		dst = append(dst, `,"user_id":`...)
+		dst = appendJSONString(dst, e.UserID)
+		dst = append(dst, `,"score":`...)
+		dst = strconv.AppendInt(dst, e.Score, 10)
+		if e.NickName != "" {
+			dst = append(dst, `,"nick_name":`...)
+			dst = appendJSONString(dst, e.NickName)
+		}
+		dst = append(dst, `,"updated_at":`...)
+		var ok bool
+		if dst, ok = appendJSONTime(dst, e.UpdatedAt); !ok {
+			return dst, false
+		}
+		if len(e.Metadata) > 0 {
+			dst = append(dst, `,"metadata":`...)
+			if dst, ok = appendRawJSON(dst, e.Metadata); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']'), true
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON writes it (RFC 3339 with nanoseconds);
+// false when MarshalJSON would fail.
+func appendJSONTime(dst []byte, t time.Time) ([]byte, bool) {
+	dst = append(dst, '"')
+	dst, err := t.AppendText(dst)
+	return append(dst, '"'), err == nil
+}
+
+// appendRawJSON appends raw JSON as encoding/json writes a json.RawMessage (compacted,
+// HTML characters escaped); false when it is not valid JSON.
+func appendRawJSON(dst []byte, raw json.RawMessage) ([]byte, bool) {
+	b, err := json.Marshal(raw)
+	return append(dst, b...), err == nil
 }

@@ -87,13 +87,6 @@ func limitParam(w http.ResponseWriter, r *http.Request) (int, bool) {
 // handleTop answers GET /v1/leaderboard/top (the global board) and
 // GET /v1/boards/{board_id}/top.
 func (s *server) handleTop(fixedBoard string) http.HandlerFunc {
-	type response struct {
-		Board     string      `json:"board"`
-		Period    string      `json:"period"`
-		Version   int64       `json:"version"`
-		UpdatedAt *time.Time  `json:"updated_at"`
-		Entries   []entryView `json:"entries"`
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := fixedBoard
 		if id == "" {
@@ -121,14 +114,14 @@ func (s *server) handleTop(fixedBoard string) http.HandlerFunc {
 			s.readFailed(w, r, err)
 			return
 		}
-		resp := response{Board: b.Key(), Period: period, Version: top.Version, Entries: make([]entryView, len(top.Entries))}
+		resp := topResponse{Board: b.Key(), Period: period, Version: top.Version, Entries: make([]entryView, len(top.Entries))}
 		if !top.UpdatedAt.IsZero() {
 			resp.UpdatedAt = &top.UpdatedAt
 		}
 		for i, e := range top.Entries {
 			resp.Entries[i] = viewOf(e)
 		}
-		encode(w, http.StatusOK, resp)
+		encodeTop(w, resp)
 	}
 }
 
@@ -194,7 +187,7 @@ func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, u
 			view.Around[i] = viewOf(n)
 		}
 	}
-	encode(w, http.StatusOK, view)
+	encodeUser(w, view)
 }
 
 func (s *server) readFailed(w http.ResponseWriter, r *http.Request, err error) {
