@@ -17,7 +17,7 @@ import (
 // Limits keeps rate limits and action cooldowns (storage.Limiter, in Redis).
 type Limits interface {
 	Allow(ctx context.Context, subject string, n int, per time.Duration) (bool, time.Duration, error)
-	Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (bool, time.Duration, error)
+	Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (taken bool, left time.Duration, err error)
 	Release(ctx context.Context, board, userID, action, eventID string) error
 }
 
@@ -67,8 +67,11 @@ type guarded struct {
 	// server: the token has the server role; subject is the token's sub.
 	server  bool
 	subject string
-	// action is an increment's action_id ("" for none).
-	action string
+	// action is an increment's action_id ("" for none); cooling is set by check when
+	// this write took the action's cooldown lock (a retry of the write holding it does
+	// not), which release gives back.
+	action  string
+	cooling bool
 }
 
 // errNoGuard refuses every write of a server built without a guard.
@@ -87,29 +90,30 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 }
 
 // check decides whether a write may go on: nil, or the refusal to answer.
-func (g *Guard) check(ctx context.Context, w guarded) *apiError {
+func (g *Guard) check(ctx context.Context, w *guarded) *apiError {
 	if g == nil {
 		return errNoGuard
 	}
 	if g.backlog.Full() {
-		return g.refuse(w, &apiError{status: http.StatusServiceUnavailable, code: "backlog_full", retryAfter: 2 * time.Second,
+		return g.refuse(*w, &apiError{status: http.StatusServiceUnavailable, code: "backlog_full", retryAfter: 2 * time.Second,
 			message: "the pipeline is behind; retry with the same event_id"}, "")
 	}
 	if g.bans.Banned(w.userID) {
-		return g.refuse(w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
+		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
-	if e := g.rateLimit(ctx, w); e != nil {
+	if e := g.rateLimit(ctx, *w); e != nil {
 		return e
 	}
 	if w.action != "" && w.board.ActionCooldown > 0 {
-		ok, left, err := g.limits.Cooldown(ctx, w.board.Key(), w.userID, w.action, w.eventID, w.board.ActionCooldown, g.now())
+		taken, left, err := g.limits.Cooldown(ctx, w.board.Key(), w.userID, w.action, w.eventID, w.board.ActionCooldown, g.now())
 		switch {
 		case err != nil:
-			return g.limiterDown(w, err)
-		case !ok:
-			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "cooldown_active", retryAfter: left,
+			return g.limiterDown(*w, err)
+		case left > 0:
+			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "cooldown_active", retryAfter: left,
 				message: fmt.Sprintf("action %s is cooling down for %d more seconds", w.action, seconds(left))}, "action "+w.action)
 		}
+		w.cooling = taken
 	}
 	return nil
 }
@@ -161,9 +165,10 @@ func (g *Guard) limiterDown(w guarded, err error) *apiError {
 		message: "the rate limiter is unavailable; retry with the same event_id"}, err.Error())
 }
 
-// release gives back an action's cooldown when its write was not accepted after all.
+// release gives back the action's cooldown lock the write took (check) when it was not
+// accepted after all.
 func (g *Guard) release(ctx context.Context, w guarded) {
-	if g == nil || w.action == "" || w.board.ActionCooldown <= 0 {
+	if g == nil || !w.cooling {
 		return
 	}
 	if err := g.limits.Release(context.WithoutCancel(ctx), w.board.Key(), w.userID, w.action, w.eventID); err != nil {

@@ -69,13 +69,21 @@ func (s *server) handleIncrement() http.HandlerFunc {
 			}
 		}
 		if s.Config.SigningSecret != "" {
-			gw := guarded{board: b, userID: *req.UserID, eventID: echoID}
+			// The user is checked first: a refusal is recorded as the named user's anomaly,
+			// and a player may name only itself.
+			claims := claimsFrom(r.Context())
+			userID, e := resolveUser(claims, req.UserID)
+			if e != nil {
+				s.reject(w, r, b.ID, e, echoID)
+				return
+			}
+			gw := guarded{board: b, userID: userID, eventID: echoID, server: claims.HasRole("server"), subject: claims.Subject}
 			if e := s.checkSignature(*req.UserID, req.Delta, *req.EventID, *req.Timestamp, req.Signature, sent); e != nil {
 				s.reject(w, r, b.ID, s.Guard.refuse(gw, e, ""), echoID)
 				return
 			}
 		}
-		s.write(w, r, b, "delta", writeRequest{Value: req.Delta, EventID: req.EventID, UserID: req.UserID, Action: action})
+		s.write(w, r, b, "delta", writeRequest{Value: req.Delta, EventID: req.EventID, UserID: req.UserID, Action: action, Signed: true})
 	}
 }
 

@@ -33,6 +33,9 @@ type writeRequest struct {
 	Also []configs.Board
 	// Action is an increment's action_id (for the board's cooldown).
 	Action string
+	// Signed: the write came through POST /v1/scores/increment, which checks its
+	// signature when a signing secret is set.
+	Signed bool
 }
 
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
@@ -93,6 +96,13 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.reject(w, r, b.ID, s.Guard.refuse(gw, &apiError{status: http.StatusForbidden, code: "server_only_board", message: "board " + b.Key() + " takes writes from game servers only (role server)"}, ""), echoID)
 		return
 	}
+	// With a signing secret, a player's increments of the signed board come only signed,
+	// through POST /v1/scores/increment: not through the generic write either.
+	if s.Config.SigningSecret != "" && b.ID == incrementBoard && !req.Signed && !gw.server {
+		s.reject(w, r, b.ID, s.Guard.refuse(gw, &apiError{status: http.StatusUnauthorized, code: "invalid_signature",
+			message: "board " + incrementBoard + " takes a player's increments only signed, through POST /v1/scores/increment"}, ""), echoID)
+		return
+	}
 	value, e := parseInteger(valueField, req.Value)
 	if e != nil {
 		s.reject(w, r, b.ID, e, echoID)
@@ -124,7 +134,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.answerSubmission(w, r, sub, submitted{}, err)
 		return
 	}
-	if e := s.Guard.check(r.Context(), gw); e != nil {
+	if e := s.Guard.check(r.Context(), &gw); e != nil {
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}

@@ -36,15 +36,16 @@ func (l *Limiter) Allow(ctx context.Context, subject string, n int, per time.Dur
 }
 
 // cooldownScript takes an action's lock: KEYS[1] holds "until µs|event id". It answers the
-// µs the lock still holds, or 0 when taken (a retry of the event holding it passes).
-// ARGV: now µs, until µs, event id, key lifetime ms.
+// µs the lock still holds, 0 when taken, or -1 when the event holding it is retried (it
+// passes; the lock stays the first attempt's). ARGV: now µs, until µs, event id, key
+// lifetime ms.
 var cooldownScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local held, holder = string.match(v, '^(%d+)|(.*)$')
   local left = tonumber(held) - tonumber(ARGV[1])
   if left > 0 then
-    if holder == ARGV[3] then return 0 end
+    if holder == ARGV[3] then return -1 end
     return left
   end
 end
@@ -63,17 +64,19 @@ func (l *Limiter) cooldownKey(board, userID, action string) string {
 	return l.prefix + ":cooldown:{" + userID + "}:" + board + ":" + action
 }
 
-// Cooldown takes the lock of a user's action on a board for d from now, for eventID: ok,
-// or how long the lock still holds. A retry with the event id that took the lock passes.
-func (l *Limiter) Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (bool, time.Duration, error) {
+// Cooldown takes the lock of a user's action on a board for d from now, for eventID:
+// taken, or how long the lock still holds (left > 0: refused). A retry with the event id
+// that took the lock passes without taking it (taken false, left 0): giving it back is the
+// first attempt's to do, not the retry's.
+func (l *Limiter) Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (taken bool, left time.Duration, err error) {
 	until := now.Add(d)
 	// The key outlives the lock a little; the lock's end is the stored time, on the caller's clock.
-	left, err := cooldownScript.Run(ctx, l.rdb, []string{l.cooldownKey(board, userID, action)},
+	us, err := cooldownScript.Run(ctx, l.rdb, []string{l.cooldownKey(board, userID, action)},
 		now.UnixMicro(), until.UnixMicro(), eventID, (d + time.Minute).Milliseconds()).Int64()
 	if err != nil {
 		return false, 0, redisErr("cooldown", err)
 	}
-	return left == 0, time.Duration(left) * time.Microsecond, nil
+	return us == 0, time.Duration(max(us, 0)) * time.Microsecond, nil
 }
 
 // Release drops the lock eventID took (the write was not accepted after all).
