@@ -96,11 +96,83 @@ func (c ScoreSubmitted) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ValidMetadata reports whether raw is a JSON object of at most MaxMetadataBytes.
+// ValidMetadata reports whether raw is a JSON object of at most MaxMetadataBytes that
+// PostgreSQL's jsonb stores as it is: valid UTF-8, no \u0000 and no unpaired surrogate
+// escapes in its strings (jsonb refuses them), and at most MaxMetadataBytes once jsonb
+// writes its numbers' exponents out in digits (1e131071 is 131,072 characters there).
 func ValidMetadata(raw []byte) bool {
-	if len(raw) > MaxMetadataBytes || !json.Valid(raw) {
+	if len(raw) > MaxMetadataBytes || !utf8.Valid(raw) || !json.Valid(raw) {
 		return false
 	}
 	var obj map[string]json.RawMessage
-	return json.Unmarshal(raw, &obj) == nil && obj != nil
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return false
+	}
+	expanded, ok := jsonbExpansion(raw)
+	return ok && len(raw)+expanded <= MaxMetadataBytes
+}
+
+// jsonbExpansion scans valid JSON: false when a string holds an escape jsonb refuses
+// (\u0000, a surrogate escape that is not a high one followed by a low one); otherwise how
+// many characters jsonb's text adds, at most, when it writes the numbers' exponents out
+// (each exponent's absolute value).
+func jsonbExpansion(raw []byte) (int, bool) {
+	expanded := 0
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; raw[i] != '"'; i++ {
+				if raw[i] != '\\' {
+					continue
+				}
+				i++
+				if raw[i] != 'u' {
+					continue
+				}
+				u := hex4(raw[i+1 : i+5])
+				i += 4
+				switch {
+				case u == 0, u >= 0xDC00 && u <= 0xDFFF:
+					return 0, false
+				case u >= 0xD800 && u <= 0xDBFF:
+					if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+						return 0, false
+					}
+					if low := hex4(raw[i+3 : i+7]); low < 0xDC00 || low > 0xDFFF {
+						return 0, false
+					}
+					i += 6
+				}
+			}
+		case c == 'e' || c == 'E': // outside strings, only in a number's exponent
+			i++
+			if raw[i] == '+' || raw[i] == '-' {
+				i++
+			}
+			exp := 0
+			for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+				exp = min(exp*10+int(raw[i]-'0'), 1<<20)
+			}
+			i--
+			expanded = min(expanded+exp, 1<<20)
+		}
+	}
+	return expanded, true
+}
+
+// hex4 reads four hex digits (valid JSON has them after \u).
+func hex4(b []byte) int {
+	n := 0
+	for _, c := range b {
+		n <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			n |= int(c - '0')
+		case c >= 'a' && c <= 'f':
+			n |= int(c-'a') + 10
+		default:
+			n |= int(c-'A') + 10
+		}
+	}
+	return n
 }

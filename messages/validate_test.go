@@ -208,3 +208,38 @@ func TestScoreSubmittedValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidMetadataIsWhatJSONBStores: metadata is a JSON object of at most 1 KB that
+// PostgreSQL's jsonb takes as it is: escapes jsonb refuses (\u0000, unpaired surrogates),
+// bytes that are not UTF-8 and numbers whose exponent jsonb writes out past 1 KB are
+// refused; escaped backslashes, surrogate pairs and small exponents are not.
+func TestValidMetadataIsWhatJSONBStores(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{}`:                              true,
+		`{"car":"red","lap":3}`:           true,
+		`{"e":"\ud83d\ude00"}`:            true,
+		`{"u":"\u00e9","q":"e\"E\\"}`:     true,
+		`{"k":"\\u0000"}`:                 true, // a backslash, then the text u0000
+		`{"x":1e10,"y":1.5E-3,"z":-2e+2}`: true,
+		`{"t":true,"f":false,"n":null}`:   true,
+		`{"a":"\u0000"}`:                  false,
+		`{"a":"x\u0000y"}`:                false,
+		`{"a":"\ud800"}`:                  false,
+		`{"a":"\udc00"}`:                  false,
+		`{"a":"\ud800\u0041"}`:            false,
+		`{"a":"\ud800x"}`:                 false,
+		`{"\u0000":1}`:                    false,
+		"{\"a\":\"\xff\"}":                false,
+		`{"a":1e131071}`:                  false,
+		`{"a":1e-16384}`:                  false,
+		`{"a":1e1100}`:                    false,
+		`[]`:                              false,
+		`null`:                            false,
+		`"x"`:                             false,
+		`{"a":` + strings.Repeat("1", 1020) + `}`: false,
+	} {
+		if got := messages.ValidMetadata([]byte(raw)); got != want {
+			t.Errorf("ValidMetadata(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
