@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,32 +100,77 @@ type AnomalyStore interface {
 }
 
 // AnomalyRecorder records refused writes off the write path: Record only queues (and drops,
-// counted, when the queue is full); Run writes the queue to the store in batches.
+// counted, when the queue is full); Run writes the queue to the store in batches. One
+// user's refusals are recorded up to anomaliesPerUser a minute, the rest only counted: a
+// player sending refused writes as fast as it can (they spend no rate limit) cannot push
+// the others' out of the newest the store keeps.
 type AnomalyRecorder struct {
 	store   AnomalyStore
 	queue   chan storage.Anomaly
 	logger  *slog.Logger
 	dropped prometheus.Counter
+
+	mu      sync.Mutex
+	minute  time.Time      // the minute counted in perUser
+	perUser map[string]int // refusals recorded in that minute, by user
 }
+
+// anomaliesPerUser bounds the refusals of one user recorded a minute; anomalyUsers bounds
+// the users counted a minute (past it, a minute's counts start over).
+const (
+	anomaliesPerUser = 20
+	anomalyUsers     = 100_000
+)
 
 // NewAnomalyRecorder returns a recorder with a queue of size entries.
 func NewAnomalyRecorder(store AnomalyStore, size int, reg prometheus.Registerer, logger *slog.Logger) *AnomalyRecorder {
 	a := &AnomalyRecorder{store: store, queue: make(chan storage.Anomaly, size), logger: logger,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leaderboard_anomalies_dropped_total",
-			Help: "Refused writes not recorded in the anomaly store (queue full, or the store unavailable).",
-		})}
+			Help: "Refused writes not recorded in the anomaly store (queue full, the store unavailable, or past 20 a minute for one user).",
+		}),
+		perUser: map[string]int{}}
 	reg.MustRegister(a.dropped)
 	return a
 }
 
-// Record queues an anomaly; it never blocks.
+// Record queues an anomaly; it never blocks. Its text fields are made storable (valid
+// UTF-8 without NUL), so that no field a client sent can make PostgreSQL refuse the
+// batch it is written in, and the other refusals with it.
 func (a *AnomalyRecorder) Record(x storage.Anomaly) {
+	for _, f := range []*string{&x.Reason, &x.UserID, &x.Board, &x.EventID, &x.Detail} {
+		*f = storableText(*f)
+	}
+	if !a.countUser(x.UserID, x.At) {
+		a.dropped.Inc()
+		return
+	}
 	select {
 	case a.queue <- x:
 	default:
 		a.dropped.Inc()
 	}
+}
+
+// countUser counts one refusal of user at the given time: false when the user already has
+// anomaliesPerUser recorded in that minute.
+func (a *AnomalyRecorder) countUser(user string, at time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if m := at.Truncate(time.Minute); !m.Equal(a.minute) || len(a.perUser) >= anomalyUsers {
+		a.minute = m
+		clear(a.perUser)
+	}
+	if a.perUser[user] >= anomaliesPerUser {
+		return false
+	}
+	a.perUser[user]++
+	return true
+}
+
+// storableText is s as a PostgreSQL text value can hold it: valid UTF-8 without NUL.
+func storableText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
 // anomalyBatch bounds one insert.
