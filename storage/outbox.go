@@ -86,6 +86,18 @@ func (o *Outbox) Close() { o.batcher.Close() }
 func (o *Outbox) commitBatch(cmds []Command) []Result[AcceptOutcome] {
 	start := time.Now()
 	outcomes, err := o.commit(cmds)
+	if errors.Is(err, ErrRejected) && len(cmds) > 1 {
+		// PostgreSQL refused something in the batch (one command's data: the API checks what
+		// it can, this keeps a gap in those checks to the command that fell in it). The
+		// transaction rolled back; each command goes again in one of its own, so that the
+		// others gathered with it are not refused too.
+		o.logger.Warn("outbox: a batch was rejected; committing its commands one by one", "batch", len(cmds), "err", err)
+		results := make([]Result[AcceptOutcome], len(cmds))
+		for i := range cmds {
+			results[i] = o.commitBatch(cmds[i : i+1])[0]
+		}
+		return results
+	}
 	if err != nil {
 		o.logger.Error("outbox commit failed", "batch", len(cmds), "err", err)
 	} else if o.observe != nil {

@@ -628,3 +628,36 @@ func TestOutboxKeepsABatchsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOutboxRejectedCommandFailsOnlyItself: a command whose payload PostgreSQL cannot take
+// (bytes that are not UTF-8, which the API refuses, standing for any gap in its checks)
+// fails alone: the other commands gathered into the same group commit are accepted.
+func TestOutboxRejectedCommandFailsOnlyItself(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	release := f.blockShard(ctx, "erin")
+
+	var wg sync.WaitGroup
+	var goodErr, badErr error
+	var goodOut storage.AcceptOutcome
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		goodOut, goodErr = f.outbox.Accept(ctx, command("good-1", "alice", `{"score": 1}`))
+	}()
+	f.waitQueued(ctx, 1)
+	go func() {
+		defer wg.Done()
+		_, badErr = f.outbox.Accept(ctx, command("bad-1", "mallory", "{\"metadata\":{\"a\":\"\xff\"}}"))
+	}()
+	f.waitQueued(ctx, 2) // both wait behind the blocked transaction: one batch
+	release()
+	wg.Wait()
+	if !errors.Is(badErr, storage.ErrRejected) {
+		t.Errorf("the bad command: %v, want ErrRejected", badErr)
+	}
+	if goodErr != nil || goodOut != storage.Accepted {
+		t.Fatalf("alice's valid command = %v, %v; want Accepted: another user's bad payload failed the whole batch", goodOut, goodErr)
+	}
+}
