@@ -105,15 +105,27 @@ func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error)
 	return l, unavailable("get dead letter", err)
 }
 
-// Delete drops a dead letter, or returns ErrNotFound.
+// Delete drops a dead letter, or returns ErrNotFound. The outbox rows of its command go
+// with it, in the same transaction: a row left behind would be neither applied nor
+// dead-lettered, which the relay's Rewind takes for a command a broker lost, and would
+// forward again at every relay start.
 func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = $1`, id)
+		var user, event sql.NullString
+		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id`, id).Scan(&user, &event)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return ErrNotFound
+		if user.Valid && event.Valid {
+			for shard := range a.shards {
+				o := a.schema.Messages.MessagesTable(a.schema.Topic(shard))
+				if _, err := tx.ExecContext(ctx, `DELETE FROM `+o+` o WHERE `+rowUser("o")+` = $1 AND `+rowEvent("o")+` = $2`, user.String, event.String); err != nil {
+					return err
+				}
+			}
 		}
 		return audit(ctx, tx, actor, "dlq.delete", []int64{id}, nil)
 	})

@@ -24,13 +24,14 @@ const RelayConsumerGroup = "leaderboard-relay"
 
 // rowUser and rowEvent are the user and event id of outbox row alias: of the message
 // itself, or of the message inside a forwarder envelope (requeued dead letters, and rows
-// written before the relay read plain messages).
+// written before the relay read plain messages), told by its destination_topic. A plain
+// row's payload is a command, whose metadata is the player's own JSON: never read there.
 func rowUser(alias string) string {
-	return `coalesce(` + alias + `.payload->'metadata'->>'partition_key', ` + alias + `.metadata->>'partition_key')`
+	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->'metadata'->>'partition_key' ELSE ` + alias + `.metadata->>'partition_key' END`
 }
 
 func rowEvent(alias string) string {
-	return `coalesce(` + alias + `.payload->>'uuid', ` + alias + `.uuid)`
+	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->>'uuid' ELSE ` + alias + `.uuid END`
 }
 
 // Rewind moves the relay's position of a shard back to the oldest outbox row whose

@@ -408,3 +408,66 @@ func TestRelayClaimAcksAsynchronously(t *testing.T) {
 		t.Errorf("after the ack the position is %v, want %v (the second row)", got, f.rows[1])
 	}
 }
+
+// TestRewindAndPruneDoNotReadThePlayersMetadata: the prune and the rewind take a plain
+// outbox row's user from the row's own metadata, never from the command's, which is the
+// player's JSON: a command of alice's whose metadata says {"partition_key": "bob"}, once
+// bob applied an event with the same id, is still alice's pending command (the rewind goes
+// back to it, the prune keeps it). Read from the player's metadata, it was pruned as
+// applied, and lost had the broker lost it.
+func TestRewindAndPruneDoNotReadThePlayersMetadata(t *testing.T) {
+	t.Parallel()
+	users := usersOfShard(t, 0, 2)
+	alice, bob := users[0], users[1]
+	f := &relayFixture{outboxFixture: newOutboxFixture(t), shard: 0}
+	f.maint = storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	ctx := testContext(t)
+
+	body := fmt.Sprintf(`{"event_id":"match-9","board":"global","period":"all_time","user_id":%q,"value":5,"metadata":{"partition_key":%q},"occurred_at":"2026-01-01T00:00:00Z"}`, alice, bob)
+	if got := f.accept(command("match-9", alice, body)); got != storage.Accepted {
+		t.Fatalf("Accept = %v", got)
+	}
+	var p position
+	if err := f.pool.QueryRow(ctx, `SELECT transaction_id::text, "offset" FROM `+outboxTable(0)+` WHERE uuid = 'match-9'`).Scan(&p.tx, &p.offset); err != nil {
+		t.Fatal(err)
+	}
+	// Bob's own event match-9 is applied; alice's is forwarded (the relay acked it) and
+	// not applied.
+	mustApply(t, storage.NewProjection(f.pool), bestEvent("match-9", bob, 7, at(1)))
+	f.setOffset(p)
+
+	if n := f.rewind(); n != 1 {
+		t.Errorf("Rewind = %d rows, want 1: alice's match-9 was never applied", n)
+	}
+	f.setOffset(p)
+	if n, err := f.maint.Prune(ctx, 0, 100); err != nil || n != 0 {
+		t.Errorf("Prune = %d, %v; want 0: it deleted alice's unapplied command", n, err)
+	}
+}
+
+// TestDeletedDeadLetterStaysDeleted: an admin deletes a dead letter (discards the command)
+// before the relay's prune deleted its outbox row (every PruneInterval, and never while
+// more than 5,000 unapplied rows sit at the head of the shard). Its outbox row goes with
+// it: left behind, it was neither applied nor dead-lettered, and every relay start's
+// Rewind went back to it and forwarded it again (poisoned again, or applied once a fix was
+// deployed).
+func TestDeletedDeadLetterStaysDeleted(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t) // ev-3 is dead-lettered, ev-4 pending
+	ctx := testContext(t)
+	mustApply(t, storage.NewProjection(f.pool), incrEvent("ev-4", f.users[3], 1, at(4)))
+	f.setOffset(f.rows[5]) // all forwarded
+	if n := f.rewind(); n != 0 {
+		t.Fatalf("Rewind before the delete = %d, want 0", n)
+	}
+	var id int64
+	if err := f.pool.QueryRow(ctx, `SELECT id FROM dead_letters WHERE event_id = 'ev-3'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards).Delete(ctx, id, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rewind(); n != 0 {
+		t.Errorf("Rewind after the admin discarded ev-3 = %d rows forwarded again (from %v), want 0", n, outboxRows(t, f.pool, 0))
+	}
+}
