@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Attacks a review found on the trust features (2026-11-26), each from a player's token.
+
+// TestSignedBoardTakesNoUnsignedPlayerWrites: with LEADERBOARD_SIGNING_SECRET set, a
+// player cannot increment the points board without a signature through the generic write
+// either (401 invalid_signature, recorded as the player's anomaly, nothing applied); a game
+// server's token still can.
+func TestSignedBoardTakesNoUnsignedPlayerWrites(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	vars["LEADERBOARD_SIGNING_SECRET"] = signingSecret
+	svc := env.start(vars)
+	tok, srv, admin := mintToken(t, "nosig"), mintToken(t, "game-server", "server"), mintToken(t, "ops", "admin")
+	ts := time.Now().UTC().Format(time.RFC3339)
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment", tok,
+		fmt.Sprintf(`{"user_id": "nosig", "delta": 100, "event_id": "ns-1", "timestamp": %q}`, ts)); r.status != 401 {
+		t.Fatalf("unsigned increment: %d %s", r.status, r.raw)
+	}
+	r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=true", tok, `{"value": 100, "event_id": "ns-2"}`)
+	if r.status != 401 || r.body["error_code"] != "invalid_signature" {
+		t.Fatalf("an unsigned player increment of points through /v1/boards/points/scores: %d %s, want 401 invalid_signature", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=true", srv, `{"value": 7, "user_id": "nosig", "event_id": "ns-3"}`); r.status != 200 || num(r.body["score"]) != 7 {
+		t.Fatalf("a game server's write of points: %d %s", r.status, r.raw)
+	}
+	eventually(t, 10*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=nosig&reason=invalid_signature", admin, "")
+		if items, _ := r.body["items"].([]any); len(items) != 2 {
+			return fmt.Sprintf("anomalies: %s, want the 2 refusals", r.raw)
+		}
+		return ""
+	})
+}
+
+// TestCooldownKeptWhenItsEventIsReusedWithAnotherBody: the write holding an action's
+// cooldown is sent again with the same event id and another delta (409); the lock stays
+// the accepted write's, so the next increment of the action inside the cooldown is 429.
+// (The conflict used to give the accepted write's lock back.)
+func TestCooldownKeptWhenItsEventIsReusedWithAnotherBody(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t) // points: action_cooldown 30 s
+	clock := &testClock{}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock.set(now)
+	svc := env.startWith(vars, clock.now)
+	tok := mintToken(t, "cdx")
+	inc := func(event string, delta int) response {
+		t.Helper()
+		return svc.do(t, http.MethodPost, "/v1/scores/increment", tok, fmt.Sprintf(`{"user_id": "cdx", "delta": %d, "event_id": %q, "timestamp": %q, "action_id": "daily-quest"}`,
+			delta, event, clock.now().Format(time.RFC3339)))
+	}
+	if r := inc("q-1", 5); r.status != 202 {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	clock.set(now.Add(5 * time.Second))
+	if r := inc("q-1", 5); r.status != 202 { // a retry of the holder passes
+		t.Fatalf("retry: %d %s", r.status, r.raw)
+	}
+	if r := inc("q-1", 6); r.status != 409 { // the holder's event id, another body
+		t.Fatalf("conflict: %d %s", r.status, r.raw)
+	}
+	if r := inc("q-2", 5); r.status != 429 || r.body["error_code"] != "cooldown_active" {
+		t.Fatalf("inside the 30 s cooldown a new increment of the action: %d %s, want 429 cooldown_active", r.status, r.raw)
+	}
+	clock.set(now.Add(31 * time.Second))
+	if r := inc("q-2", 5); r.status != 202 {
+		t.Fatalf("after the cooldown: %d %s", r.status, r.raw)
+	}
+}
+
+// TestRefusalsAreRecordedForTheirOwnUser: a player's refused writes are recorded as its
+// own anomalies: an unsigned increment naming another user is refused for naming it (403),
+// before its signature is looked at, and nothing is recorded for the user it named.
+func TestRefusalsAreRecordedForTheirOwnUser(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	vars["LEADERBOARD_SIGNING_SECRET"] = signingSecret
+	svc := env.start(vars)
+	mallory, admin := mintToken(t, "mallory"), mintToken(t, "ops", "admin")
+	ts := time.Now().UTC().Format(time.RFC3339)
+	for i := range 3 {
+		r := svc.do(t, http.MethodPost, "/v1/scores/increment", mallory,
+			fmt.Sprintf(`{"user_id": "victim", "delta": 100, "event_id": "fr-%d", "timestamp": %q, "signature": "00"}`, i, ts))
+		if r.status != 403 {
+			t.Fatalf("write %d naming another user: %d %s, want 403", i, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment", mallory,
+		fmt.Sprintf(`{"user_id": "mallory", "delta": 100, "event_id": "fr-9", "timestamp": %q, "signature": "00"}`, ts)); r.status != 401 {
+		t.Fatalf("a wrong signature: %d %s", r.status, r.raw)
+	}
+	eventually(t, 10*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=mallory", admin, "")
+		if items, _ := r.body["items"].([]any); len(items) != 1 {
+			return fmt.Sprintf("mallory's anomalies: %s, want the one refused signature", r.raw)
+		}
+		return ""
+	})
+	r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=victim", admin, "")
+	if items, _ := r.body["items"].([]any); len(items) > 0 {
+		t.Fatalf("mallory's requests are recorded as %d anomalies of user victim: %s", len(items), r.raw)
+	}
+}
+
+// TestMetadataJSONBRefusesIsRefused: metadata that is a JSON object under 1 KB but that
+// PostgreSQL's jsonb refuses (or writes out far past 1 KB) is 400 invalid_metadata at the
+// API; accepted (202), it was dead-lettered, never applied.
+func TestMetadataJSONBRefusesIsRefused(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	svc := env.start(vars)
+	tok := mintToken(t, "nul")
+	for i, meta := range []string{`{"x": "\u0000"}`, `{"x": "\ud800"}`, `{"x": 1e131071}`, "{\"x\": \"\xff\"}"} {
+		r := svc.do(t, http.MethodPost, "/v1/boards/arena/scores", tok, fmt.Sprintf(`{"value": 10, "event_id": "nul-%d", "metadata": %s}`, i, meta))
+		if r.status != 400 || r.body["error_code"] != "invalid_metadata" {
+			t.Errorf("metadata %q: %d %s, want 400 invalid_metadata", meta, r.status, r.raw)
+		}
+	}
+	if n := env.count(`SELECT count(*) FROM score_requests`); n != 0 {
+		t.Errorf("%d refused writes were recorded as accepted", n)
+	}
+}
+
+// TestAnomaliesPerUserAMinute: one user's refusals are recorded up to 20 a minute (the rest
+// counted only), so that a player sending refused writes, which spend no rate limit, cannot
+// push the others' out of the newest kept; another user's refusal is still recorded, and
+// the player's again in the next minute.
+func TestAnomaliesPerUserAMinute(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	clock := &testClock{}
+	now := time.Date(2026, 11, 23, 12, 0, 10, 0, time.UTC)
+	clock.set(now)
+	svc := env.startWith(vars, clock.now)
+	flood, other, admin := mintToken(t, "flood"), mintToken(t, "other"), mintToken(t, "ops", "admin")
+	for i := range 30 {
+		if r := svc.do(t, http.MethodPost, "/v1/boards/arena/scores", flood, fmt.Sprintf(`{"value": %d}`, 5000+i)); r.status != 400 {
+			t.Fatalf("out of range: %d %s", r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/boards/arena/scores", other, `{"value": 5000}`); r.status != 400 {
+		t.Fatalf("out of range: %d %s", r.status, r.raw)
+	}
+	clock.set(now.Add(time.Minute))
+	if r := svc.do(t, http.MethodPost, "/v1/boards/arena/scores", flood, `{"value": 6000}`); r.status != 400 {
+		t.Fatalf("out of range: %d %s", r.status, r.raw)
+	}
+	count := func(user string) int {
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?limit=100&user_id="+user, admin, "")
+		items, _ := r.body["items"].([]any)
+		return len(items)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if f, o := count("flood"), count("other"); f != 21 || o != 1 {
+			return fmt.Sprintf("recorded: flood %d, other %d; want 21 (20 in the first minute, 1 in the next) and 1", f, o)
+		}
+		return ""
+	})
+}
