@@ -35,6 +35,9 @@ type BoardMirror interface {
 	Reload(ctx context.Context, t storage.Target) (storage.Top, error)
 	// CurrentTop reads a board period's whole top (to tell it again after a redelivery).
 	CurrentTop(ctx context.Context, t storage.Target) (storage.Top, error)
+	// Unhold releases the hold an admin's adjustment or removal put on its entry
+	// (storage.Boards.Hold) once Redis shows the command applied.
+	Unhold(ctx context.Context, board, period, userID, eventID string) error
 }
 
 // ChangeNotifier hears what a batch changed: a board's new top, and whose entries moved.
@@ -264,6 +267,15 @@ func (a *ApplyScore) apply(events []storage.ScoreEvent) ([]bool, error) {
 	a.metrics.stepTime.WithLabelValues("postgres").Observe(time.Since(start).Seconds())
 	if err := a.mirrorBatch(ctx, events, applied); err != nil {
 		return nil, err
+	}
+	// Redis shows the batch: the entries admins' commands held are released (a failure
+	// leaves a hold to expire, which only sends that user's writes through the pipeline).
+	for _, e := range events {
+		if e.Op == storage.OpAdjust || e.Op == storage.OpRemove {
+			if err := a.mirror.Unhold(ctx, e.Board, e.Period, e.UserID, e.EventID); err != nil {
+				a.logger.Warn("release the hold of an admin's command", "err", err, "board", e.Board, "user_id", e.UserID, "event_id", e.EventID)
+			}
+		}
 	}
 	now := time.Now()
 	for i, e := range events {

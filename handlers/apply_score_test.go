@@ -106,6 +106,8 @@ func (nopMirror) CurrentTop(context.Context, storage.Target) (storage.Top, error
 	return storage.Top{}, nil
 }
 
+func (nopMirror) Unhold(context.Context, string, string, string, string) error { return nil }
+
 func (nopMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string) []storage.MirrorResult {
 	return make([]storage.MirrorResult, len(groups))
 }
@@ -119,6 +121,8 @@ type failingMirror struct {
 	seen       []string // board/period of every group, in the order given
 	read       []string // board/period of every CurrentTop
 }
+
+func (*failingMirror) Unhold(context.Context, string, string, string, string) error { return nil }
 
 func (m *failingMirror) CurrentTop(_ context.Context, t storage.Target) (storage.Top, error) {
 	m.mu.Lock()

@@ -37,6 +37,11 @@ type Moderation struct {
 	Audit     interface {
 		Page(ctx context.Context, before int64, limit int) ([]storage.AuditRecord, error)
 	}
+	// Holds marks an entry an adjustment or removal is on its way to (storage.Boards.Hold),
+	// so that the write path does not answer "unchanged" against what Redis still shows.
+	Holds interface {
+		Hold(ctx context.Context, board, period, userID, eventID string) error
+	}
 }
 
 // maxReasonChars bounds an admin's reason.
@@ -309,6 +314,14 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		detail = map[string]any{}
 	}
 	detail["event_id"], detail["period"] = msg.EventID, msg.Period
+	// Held before it is durable: from then on no best score of the user on this board
+	// period is answered "unchanged" from what Redis shows until the projector mirrored it.
+	if s.Moderation.Holds != nil {
+		if err := s.Moderation.Holds.Hold(r.Context(), msg.Board, msg.Period, msg.UserID, msg.EventID); err != nil {
+			s.moderationFailed(w, r, err, msg.EventID)
+			return
+		}
+	}
 	audit := storage.AuditEntry{Actor: claimsFrom(r.Context()).Subject, Action: action, Target: msg.Board + "/" + msg.UserID, Reason: reason, Detail: detail}
 	outcome, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, func(ctx context.Context, tx *sql.Tx) error {
 		return storage.RecordAuditTx(ctx, tx, audit)

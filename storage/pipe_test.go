@@ -308,12 +308,70 @@ func TestValueReadsOfOneBoardShareAScriptCall(t *testing.T) {
 		for _, p := range hook.take("") {
 			for _, args := range p {
 				if args[0] == "evalsha" {
-					calls = append(calls, fmt.Sprint(args[5:]))
+					calls = append(calls, fmt.Sprint(args[6:]))
 				}
 			}
 		}
 		if got := fmt.Sprint(calls); got != "[[alice bob carol] [alice]]" {
 			t.Errorf("script calls sent %s, want [[alice bob carol] [alice]]: one call per board period", got)
 		}
+	}
+}
+
+// TestHeldEntryReadsAsNoValue: a user an admin's command holds (Hold) reads as having no
+// value on the write path, alone and in a script call shared with other reads of the board
+// period, until the hold of that command is released; a release for another command leaves
+// it held. Reads of the board (the user's rank) still show the entry.
+func TestHeldEntryReadsAsNoValue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb, prefix := servers.NewRedis(t)
+	boards := storage.NewBoards(rdb, prefix, 10)
+	loadValues(t, boards, "global", map[string]int64{"alice": 42, "bob": 7})
+	pipe := storage.NewPipe(rdb, time.Second, 5*time.Millisecond)
+	t.Cleanup(pipe.Close)
+	values := storage.NewValueReader(boards, pipe)
+	read := func(users ...string) string {
+		t.Helper()
+		pending := make([]storage.ValueRead, len(users))
+		for i, u := range users {
+			pending[i] = values.Read(ctx, storage.ValueKey{Board: "global", Period: "all_time", UserID: u})
+		}
+		var out []string
+		for i, p := range pending {
+			v, err := p.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s:%v:%d", users[i], v.OK, v.Score))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := read("alice", "bob"); got != "alice:true:42 bob:true:7" {
+		t.Fatalf("before the hold: %s", got)
+	}
+	if err := boards.Hold(ctx, "global", "all_time", "alice", "rm-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("alice", "bob"); got != "alice:false:0 bob:true:7" {
+		t.Errorf("held, read with another user's: %s", got)
+	}
+	if got := read("alice"); got != "alice:false:0" {
+		t.Errorf("held, read alone: %s", got)
+	}
+	if e, err := boards.User(ctx, "global", "all_time", "alice"); err != nil || e.Score != 42 || e.Rank != 1 {
+		t.Errorf("the board's read of a held user: %+v, %v", e, err)
+	}
+	if err := boards.Unhold(ctx, "global", "all_time", "alice", "adj-0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("alice"); got != "alice:false:0" {
+		t.Errorf("released for another command: %s", got)
+	}
+	if err := boards.Unhold(ctx, "global", "all_time", "alice", "rm-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("alice", "bob"); got != "alice:true:42 bob:true:7" {
+		t.Errorf("released: %s", got)
 	}
 }

@@ -25,6 +25,9 @@ import (
 //	{prefix}:{board}:{period}:top  hash version, digest, updated (µs), body: the cached top-N;
 //	                               its presence marks the period as loaded
 //	{prefix}:{board}:ver           the board's version counter (every period's top versions)
+//	{prefix}:{board}:{period}:gone hash user -> version of recent removals (gone~: a rebuild's)
+//	{prefix}:{board}:{period}:held hash user -> event id of an admin's adjustment or removal on
+//	                               its way (Hold)
 //
 // Higher sort keys rank first (the value on desc boards, its negation on asc ones). Equal
 // sort keys order by member, descending: the entry that reached the value first has the
@@ -100,6 +103,9 @@ type keys struct {
 	// gone and goneS are the hashes of recent removals (user -> version) of the live keys and
 	// of a rebuild's shadow (upsertLua).
 	gone, goneS string
+	// held is the hash of users with an admin's adjustment or removal on its way (user ->
+	// event id; Boards.Hold).
+	held string
 }
 
 func (b *Boards) keys(board, period string) keys {
@@ -110,7 +116,7 @@ func (b *Boards) buildKeys(board, period string) keys {
 	tag := b.prefix + ":{" + board + "}:"
 	base := tag + period + ":"
 	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
-		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~"}
+		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~", held: base + "held"}
 }
 
 // maxKeyNames bounds keyNames: past it the names are forgotten and built again as used
@@ -454,11 +460,13 @@ func NewValueReader(b *Boards, pipe *Pipe) *ValueReader {
 	return &ValueReader{boards: b, pipe: pipe}
 }
 
-// Read queues the read of one entry's value and returns at once; Wait gets it.
+// Read queues the read of one entry's value and returns at once; Wait gets it. A user with
+// an admin's adjustment or removal on its way (Hold) reads as having no value: what Redis
+// shows of the entry may be about to go.
 func (v *ValueReader) Read(ctx context.Context, k ValueKey) ValueRead {
 	keys := v.boards.keys(k.Board, k.Period)
-	r := ValueRead{boards: v.boards, key: k, z: keys.z, u: keys.u}
-	r.cmd = redis.NewCmd(ctx, "evalsha", recordsScript.Hash(), 2, keys.z, keys.u, k.UserID)
+	r := ValueRead{boards: v.boards, key: k, z: keys.z, u: keys.u, held: keys.held}
+	r.cmd = redis.NewCmd(ctx, "evalsha", recordsScript.Hash(), 3, keys.z, keys.u, keys.held, k.UserID)
 	r.done = v.pipe.Go(ctx, r.cmd)
 	return r
 }
@@ -473,8 +481,8 @@ func coalesceValueReads(ctx context.Context, cmds []redis.Cmder) (send []redis.C
 		merged *redis.Cmd
 		reads  []*redis.Cmd
 	}
-	groups := map[[2]any]*group{}
-	var order [][2]any
+	groups := map[[3]any]*group{}
+	var order [][3]any
 	reads := 0
 	send = make([]redis.Cmder, 0, len(cmds))
 	for _, c := range cmds {
@@ -497,9 +505,9 @@ func coalesceValueReads(ctx context.Context, cmds []redis.Cmder) (send []redis.C
 	}
 	for _, k := range order {
 		g := groups[k]
-		args := []any{"evalsha", recordsScript.Hash(), 2, k[0], k[1]}
+		args := []any{"evalsha", recordsScript.Hash(), 3, k[0], k[1], k[2]}
 		for _, r := range g.reads {
-			args = append(args, r.Args()[5])
+			args = append(args, r.Args()[6])
 		}
 		g.merged = redis.NewCmd(ctx, args...)
 		send = append(send, g.merged)
@@ -523,25 +531,25 @@ func coalesceValueReads(ctx context.Context, cmds []redis.Cmder) (send []redis.C
 }
 
 // valueReadKeys says whether c is a ValueReader's read, and of which board period.
-func valueReadKeys(c redis.Cmder) ([2]any, bool) {
+func valueReadKeys(c redis.Cmder) ([3]any, bool) {
 	cmd, ok := c.(*redis.Cmd)
 	if !ok {
-		return [2]any{}, false
+		return [3]any{}, false
 	}
 	a := cmd.Args()
-	if len(a) != 6 || a[0] != "evalsha" || a[1] != recordsScript.Hash() || a[2] != 2 {
-		return [2]any{}, false
+	if len(a) != 7 || a[0] != "evalsha" || a[1] != recordsScript.Hash() || a[2] != 3 {
+		return [3]any{}, false
 	}
-	return [2]any{a[3], a[4]}, true
+	return [3]any{a[3], a[4], a[5]}, true
 }
 
 // ValueRead is a value on its way from Redis.
 type ValueRead struct {
-	boards *Boards
-	key    ValueKey
-	z, u   string
-	cmd    *redis.Cmd
-	done   Pending[struct{}]
+	boards     *Boards
+	key        ValueKey
+	z, u, held string
+	cmd        *redis.Cmd
+	done       Pending[struct{}]
 }
 
 // Wait waits for the value (once).
@@ -552,7 +560,7 @@ func (r ValueRead) Wait(ctx context.Context) (Value, error) {
 	res, err := r.cmd.Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Redis lost its scripts (a restart, SCRIPT FLUSH): EVAL loads it again.
-		res, err = recordsScript.Run(ctx, r.boards.rdb, []string{r.z, r.u}, r.key.UserID).Slice()
+		res, err = recordsScript.Run(ctx, r.boards.rdb, []string{r.z, r.u, r.held}, r.key.UserID).Slice()
 	}
 	if err != nil {
 		return Value{}, redisErr("read value", err)
@@ -587,4 +595,38 @@ func decodeRecords(users []string, res []any) ([]*storedEntry, error) {
 		out[i] = &st
 	}
 	return out, nil
+}
+
+// heldTTL is how long a hold lasts at most: its command is normally applied, and the hold
+// released, within the pipeline's latency; one dead-lettered or retried as a duplicate
+// leaves it until then, which only sends that user's writes through the pipeline.
+const heldTTL = 24 * time.Hour
+
+// holdScript holds a user (KEYS[1]: held; ARGV: user, event id, lifetime ms).
+var holdScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 0
+`)
+
+// unholdScript releases a user held for the event id (KEYS[1]: held; ARGV: user, event id).
+var unholdScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`)
+
+// Hold marks a user's entry on a board period as about to change by an admin's command
+// (an adjustment or a removal, eventID), before the command is made durable: until the
+// projector mirrored it (Unhold), the write path's value reads (ValueReader) find no entry
+// for the user, so a best score is not answered "unchanged" against an entry the command
+// removes or lowers, and goes through the pipeline, after the command.
+func (b *Boards) Hold(ctx context.Context, board, period, userID, eventID string) error {
+	err := holdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, heldTTL.Milliseconds()).Err()
+	return redisErr("hold entry", err)
+}
+
+// Unhold releases a hold of the event id (a newer command's hold stays).
+func (b *Boards) Unhold(ctx context.Context, board, period, userID, eventID string) error {
+	err := unholdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID).Err()
+	return redisErr("unhold entry", err)
 }

@@ -421,12 +421,15 @@ return {rec, rank, redis.call('HGET', KEYS[3], ARGV[1]) or '', redis.call('ZSCOR
 `)
 
 // recordsScript returns, for each user in ARGV, its record and sort key (two empty
-// strings when it has no entry). It reads whatever is there, loaded or not. KEYS: z, u.
+// strings when it has no entry). It reads whatever is there, loaded or not. KEYS: z, u and,
+// for the write path's value reads, held: a user held there (Boards.Hold) reads as having
+// no entry.
 var recordsScript = redis.NewScript(entryReadLua + `
 local o = hashes(KEYS[2])
 local out = {}
 for _, user in ipairs(ARGV) do
   local rec = redis.call('HGET', bucketOf(o, user), user)
+  if rec and KEYS[3] and redis.call('HEXISTS', KEYS[3], user) == 1 then rec = nil end
   local score = rec and redis.call('ZSCORE', KEYS[1], recMember(rec, user))
   out[#out + 1] = rec or ''
   out[#out + 1] = score or ''

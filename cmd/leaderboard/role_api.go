@@ -70,7 +70,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		DeadLetters: storage.NewDeadLetterAdmin(d.db, d.schema, d.cfg.OutboxShards),
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},
 		Guard:       guard,
-		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit},
+		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit, Holds: d.boards},
 		Values:      storage.NewValueReader(d.boards, writePipe),
 	})
 	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close, writePipe.Close)

@@ -165,3 +165,55 @@ func TestAnomaliesPerUserAMinute(t *testing.T) {
 		return ""
 	})
 }
+
+// TestScoreAfterAdminCommandIsNotAnsweredUnchanged: an admin removed one user's entry and
+// adjusted another's down while the projector was away; Redis still shows both entries.
+// A lower best score each user sends next is not answered "unchanged" against those (and
+// dropped): it is accepted, and applied after the admin's command, so it becomes the
+// user's entry. Once Redis shows the commands, the shortcut answers again.
+func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	pipelineVars := map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "relay,projector"}
+	pipeline := env.start(pipelineVars)
+	api := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	bob, carol, admin := mintToken(t, "bob"), mintToken(t, "carol"), mintToken(t, "ops", "admin")
+	for _, w := range []struct {
+		tok   string
+		score int
+	}{{bob, 5000}, {carol, 4000}} {
+		if r := api.do(t, http.MethodPost, "/v1/scores?wait=true", w.tok, fmt.Sprintf(`{"score": %d}`, w.score)); r.status != 200 {
+			t.Fatalf("seed: %d %s", r.status, r.raw)
+		}
+	}
+	pipeline.stop(t)
+	if r := api.do(t, http.MethodDelete, "/admin/boards/global/entries/bob?reason=cheating", admin, ""); r.status != 202 {
+		t.Fatalf("remove: %d %s", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/admin/boards/global/entries/carol/adjust", admin, `{"value": 1000, "reason": "glitch"}`); r.status != 202 {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/v1/scores", bob, `{"score": 3000}`); r.status != 202 {
+		t.Errorf("bob's 3000 after the removal of his 5000: %d %s, want 202 accepted", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/v1/scores", carol, `{"score": 2000}`); r.status != 202 {
+		t.Errorf("carol's 2000 after her 4000 was adjusted to 1000: %d %s, want 202 accepted", r.status, r.raw)
+	}
+	pipelineVars["LEADERBOARD_HTTP_ADDR"] = "127.0.0.1:" + freePort(t)
+	env.start(pipelineVars)
+	eventually(t, 30*time.Second, func() string {
+		for user, want := range map[string]int64{"bob": 3000, "carol": 2000} {
+			if r := api.do(t, http.MethodGet, "/v1/leaderboard/users/"+user, admin, ""); r.status != 200 || num(r.body["score"]) != want {
+				return fmt.Sprintf("%s: %d %s, want %v", user, r.status, r.raw, want)
+			}
+		}
+		return ""
+	})
+	eventually(t, 10*time.Second, func() string {
+		if r := api.do(t, http.MethodPost, "/v1/scores", bob, `{"score": 2500}`); r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 3000 {
+			return fmt.Sprintf("bob's 2500 once Redis shows the removal: %d %s, want 200 unchanged at 3000", r.status, r.raw)
+		}
+		return ""
+	})
+}
