@@ -3,11 +3,14 @@ package http
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/openleaderboard/leaderboard/configs"
 )
 
 // Every route is registered here. Authentication runs per endpoint (chi groups), after
@@ -15,6 +18,9 @@ import (
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.requestID, securityHeaders, s.observe, s.recoverPanics)
+	if s.Config.UsesDevSecret() {
+		r.Use(loopbackHostOnly)
+	}
 
 	s.opsRoutes(r)
 
@@ -115,6 +121,32 @@ func allowedMethods(routes chi.Routes, path string) []string {
 // knownMethods is the closed set of methods the service names, in Allow headers and
 // metric labels; any other method is "other".
 var knownMethods = []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut}
+
+// loopbackHostOnly refuses requests that do not name a loopback host (localhost,
+// 127.0.0.0/8, [::1]) in Host. It guards a service running with the published development
+// secret (which listens on a loopback address only): a web page whose host name was made to
+// resolve to 127.0.0.1 (DNS rebinding) reaches it from the developer's browser as its own
+// origin, and could otherwise mint tokens with the known secret and call the admin API.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !configs.IsLoopback(withPort(r.Host)) {
+			writeError(w, r, http.StatusForbidden, "forbidden", "this service runs with the development secret and answers only requests to localhost, 127.0.0.1 or [::1]", "")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withPort gives a Host header without a port one, as net.SplitHostPort wants.
+func withPort(host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") { // a bare IPv6 address
+		host = "[" + host + "]"
+	}
+	return host + ":80"
+}
 
 // securityHeaders sets the headers every response carries.
 func securityHeaders(next http.Handler) http.Handler {

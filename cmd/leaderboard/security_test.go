@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	lbhttp "github.com/openleaderboard/leaderboard/http"
 )
 
@@ -104,6 +105,26 @@ func TestDevSecretRefusedOffLoopback(t *testing.T) {
 	svc := env.start(map[string]string{"LEADERBOARD_JWT_SECRET": ""})
 	if r := svc.do(t, http.MethodGet, "/healthz", "", ""); r.status != 200 {
 		t.Fatalf("dev secret on loopback: %d", r.status)
+	}
+	// A page whose host name resolves to 127.0.0.1 (DNS rebinding) reaches the port from a
+	// developer's browser as its own origin: a request naming another host is refused,
+	// before anything else, so the published secret's tokens are no use to it.
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(svc.base, "http://"))
+	admin := signTokenWith(t, configs.DevJWTSecret, lbhttp.Claims{Roles: []string{"admin"},
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "ops", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}})
+	for host, want := range map[string]int{"evil.example:" + port: 403, "evil.example": 403, "127.0.0.1.nip.io:" + port: 403,
+		"localhost:" + port: 200, "127.0.0.1:" + port: 200, "[::1]:" + port: 200} {
+		req, _ := http.NewRequest(http.MethodGet, svc.base+"/admin/dlq", nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s with the development secret: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }
 
