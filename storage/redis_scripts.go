@@ -466,8 +466,15 @@ local size, start = tonumber(ARGV[1]), 0
 if ARGV[2] == '1' then
   local old = redis.call('ZSCORE', KEYS[1], ARGV[4])
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-  start = redis.call('ZREVRANK', KEYS[1], ARGV[4]) + 1
-  if old then redis.call('ZADD', KEYS[1], old, ARGV[4]) else redis.call('ZREM', KEYS[1], ARGV[4]) end
+  start = redis.call('ZREVRANK', KEYS[1], ARGV[4])
+  -- The page starts after every entry ranked at or above the cursor's position: the
+  -- cursor's own entry counts only if it is (still) there, not moved below it.
+  if old then
+    redis.call('ZADD', KEYS[1], old, ARGV[4])
+    if tonumber(old) >= tonumber(ARGV[3]) then start = start + 1 end
+  else
+    redis.call('ZREM', KEYS[1], ARGV[4])
+  end
 end
 return {start, entries(hashes(KEYS[2]), KEYS[3], KEYS[4], redis.call('ZREVRANGE', KEYS[1], start, start + size - 1, 'WITHSCORES'))}
 `)
