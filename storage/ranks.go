@@ -94,7 +94,7 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 	var meta []byte
 	err = r.pool.QueryRow(ctx, order.sql(`
 		WITH me AS (
-			SELECT sort_key, score, reached_at, updated_at, metadata FROM board_entries
+			SELECT sort_key, score, reached_at, updated_at, metadata FROM visible_entries
 			WHERE board_id = @b AND period = @p AND user_id = @u
 		)
 		SELECT me.score, me.updated_at, me.metadata, 1 + (
@@ -172,4 +172,3 @@ func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) 
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
 	return n, unavailable("count board entries", err)
 }
-
