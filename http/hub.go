@@ -238,7 +238,7 @@ func (s *Subscription) Period() string {
 func (s *Subscription) Move(ctx context.Context, period string) error {
 	h, c := s.hub, s.c
 	h.mu.Lock()
-	delete(h.clients[c.key], c)
+	h.leave(c)
 	c.period, c.key = period, c.board+":"+period
 	if h.clients[c.key] == nil {
 		h.clients[c.key] = map[*client]bool{}
@@ -304,7 +304,7 @@ func (h *Hub) unregister(c *client) {
 	if !h.clients[c.key][c] {
 		return
 	}
-	delete(h.clients[c.key], c)
+	h.leave(c)
 	delete(h.byUser[c.user], c)
 	if len(h.byUser[c.user]) == 0 {
 		delete(h.byUser, c.user)
@@ -313,12 +313,35 @@ func (h *Hub) unregister(c *client) {
 	h.streams.Dec()
 }
 
+// leave takes a client off its board period (h.mu held); the last one to leave takes the
+// period's snapshot with it: the hub keeps only what streams follow, not every match and
+// day it was told about.
+func (h *Hub) leave(c *client) {
+	delete(h.clients[c.key], c)
+	if len(h.clients[c.key]) == 0 {
+		delete(h.clients, c.key)
+		delete(h.latest, c.key)
+	}
+}
+
 // PublishTop takes a board's new top-N (from the notification handler). Older versions
-// than the newest seen are ignored, so versions only increase.
+// than the newest seen are ignored, so versions only increase. A board period no stream
+// follows is not kept: a stream opened later reads its snapshot from Redis, which the top
+// was written to before it was published.
 func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Time, entries []messages.Entry) {
-	s := h.renderTop(board, period, version, updatedAt, entries)
 	key := board + ":" + period
 	h.mu.Lock()
+	followed := len(h.clients[key]) > 0
+	h.mu.Unlock()
+	if !followed {
+		return
+	}
+	s := h.renderTop(board, period, version, updatedAt, entries)
+	h.mu.Lock()
+	if len(h.clients[key]) == 0 {
+		h.mu.Unlock()
+		return
+	}
 	if cur, ok := h.latest[key]; ok && cur.version >= version {
 		h.mu.Unlock()
 		return

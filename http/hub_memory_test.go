@@ -1,0 +1,50 @@
+package http
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+// TestHubKeepsOnlyFollowedBoards: every API process's hub is told every board period's new
+// top, followed by a stream or not; matches come and go (a board per match id) and days
+// end. The hub keeps the snapshot of a board period only while a stream follows it: none
+// of the 10,000 matches nobody watched, and a watched one's only until its last stream
+// left, its client set with it.
+func TestHubKeepsOnlyFollowedBoards(t *testing.T) {
+	clk := newClock()
+	h := hubWith(HubConfig{}, clk)
+	entries := []messages.Entry{{Rank: 1, UserID: "alice", Score: 3}, {Rank: 2, UserID: "bob", Score: 1}}
+	for i := range 10_000 {
+		h.PublishTop(fmt.Sprintf("match:m-%d", i), "all_time", int64(i+1), clk.now(), entries)
+		clk.advance(time.Second)
+	}
+	size := func() (int, int) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.latest), len(h.clients)
+	}
+	if snaps, sets := size(); snaps != 0 || sets != 0 {
+		t.Fatalf("with no stream open the hub holds %d snapshots and %d client sets", snaps, sets)
+	}
+	var clients []*client
+	for i := range 1_000 {
+		c, err := h.register(fmt.Sprintf("viewer-%d", i), fmt.Sprintf("match:x-%d", i), "all_time", -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+		h.PublishTop(fmt.Sprintf("match:x-%d", i), "all_time", 1, clk.now(), entries)
+	}
+	if snaps, sets := size(); snaps != 1_000 || sets != 1_000 {
+		t.Fatalf("with 1,000 boards followed the hub holds %d snapshots and %d client sets", snaps, sets)
+	}
+	for _, c := range clients {
+		h.unregister(c)
+	}
+	if snaps, sets := size(); snaps != 0 || sets != 0 {
+		t.Fatalf("after every stream left the hub holds %d snapshots and %d client sets", snaps, sets)
+	}
+}
