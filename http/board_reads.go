@@ -85,12 +85,19 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 		return err
 	}
 	if b.Period == configs.PeriodMatch {
-		// A match exists from its first point: reads of another match id are 404.
-		if err := read(r.redis); !errors.Is(err, storage.ErrNotLoaded) {
-			return r.orFallback(err, degraded, read)
+		// A match exists from its first point: reads of another match id are 404, also
+		// when Redis is down and PostgreSQL answers.
+		err := read(r.redis)
+		if !errors.Is(err, storage.ErrNotLoaded) && !errors.Is(err, storage.ErrUnavailable) {
+			return err
 		}
-		if ok, err := r.loader.Exists(ctx, b.Key(), period); err != nil || !ok {
-			return errors.Join(err, fmt.Errorf("no match %q: %w", b.Match, storage.ErrNotFound))
+		switch ok, xerr := r.loader.Exists(ctx, b.Key(), period); {
+		case xerr != nil:
+			return xerr
+		case !ok:
+			return fmt.Errorf("no match %q: %w", b.Match, storage.ErrNotFound)
+		case errors.Is(err, storage.ErrUnavailable):
+			return r.orFallback(err, degraded, read)
 		}
 	}
 	if !hot {
