@@ -229,7 +229,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 16, 1, 1024),
 		ProjectorWindow:      intVar("LEADERBOARD_PROJECTOR_WINDOW", 64, 1, 1024),
 		OutboxShards:         intVar("LEADERBOARD_OUTBOX_SHARDS", 4, 1, 64),
-		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 10, 1000),
+		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 100, 1000), // a top read takes up to 100
 		JWTSecret:            get("LEADERBOARD_JWT_SECRET", DevJWTSecret),
 		LogLevel:             get("LEADERBOARD_LOG_LEVEL", "info"),
 		PprofAddr:            get("LEADERBOARD_PPROF_ADDR", ""),

@@ -195,6 +195,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_OUTBOX_SHARDS", "-3"},
 		{"LEADERBOARD_SCORE_PARTITIONS", "many"},
 		{"LEADERBOARD_TOP_N", "5"},
+		{"LEADERBOARD_TOP_N", "99"}, // a top read of 100 would not fit in the cached top
 		{"LEADERBOARD_POSTGRES_URL", "mysql://root@127.0.0.1:3306/leaderboard"},
 		{"LEADERBOARD_POSTGRES_URL", "http://127.0.0.1:5432/leaderboard"},
 		{"LEADERBOARD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432"}, // no database
