@@ -48,14 +48,29 @@ func (c cursors) issue(board, period string, p storage.Position) string {
 
 // read checks a cursor against the board and period it is used with.
 func (c cursors) read(cursor, board, period string) (storage.Position, error) {
-	payload, mac, ok := strings.Cut(cursor, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(c.sign(payload))) {
-		return storage.Position{}, errBadCursor
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	var body cursorBody
-	if err != nil || json.Unmarshal(raw, &body) != nil || body.Board != board || body.Period != period {
+	body, err := c.open(cursor, board)
+	if err != nil || body.Period != period {
 		return storage.Position{}, errBadCursor
 	}
 	return storage.Position{SortKey: body.Sort, Member: body.Member}, nil
+}
+
+// periodOf is the period a cursor of board was issued for.
+func (c cursors) periodOf(cursor, board string) (string, error) {
+	body, err := c.open(cursor, board)
+	return body.Period, err
+}
+
+// open checks a cursor's signature and board and returns what it holds.
+func (c cursors) open(cursor, board string) (cursorBody, error) {
+	payload, mac, ok := strings.Cut(cursor, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(c.sign(payload))) {
+		return cursorBody{}, errBadCursor
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	var body cursorBody
+	if err != nil || json.Unmarshal(raw, &body) != nil || body.Board != board {
+		return cursorBody{}, errBadCursor
+	}
+	return body, nil
 }

@@ -34,6 +34,19 @@ type page struct {
 	next    *string // the cursor of the next page; nil at the end
 }
 
+// pagePeriod resolves the period a page reads: the one the request names or, when it
+// names none (or "current") and its cursor continues a walk, the cursor's own, so that a
+// walk started before a reset goes on listing the period it started on.
+func (s *server) pagePeriod(w http.ResponseWriter, r *http.Request, b configs.Board, raw, cursor string) (string, bool) {
+	if cursor != "" && (raw == "" || raw == "current") {
+		if p, err := s.cursors.periodOf(cursor, b.Key()); err == nil {
+			return p, true
+		}
+		// A cursor that is not this board's is refused by readPage.
+	}
+	return s.resolvePeriod(w, r, b, raw)
+}
+
 // readPage reads the page after ?cursor= (size entries) of a board period, answering the
 // errors itself.
 func (s *server) readPage(w http.ResponseWriter, r *http.Request, b configs.Board, period, cursor string, size int) (page, bool) {
@@ -84,11 +97,12 @@ func (s *server) handleEntries() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		period, ok := s.period(w, r, b)
+		cursor := r.URL.Query().Get("cursor")
+		period, ok := s.pagePeriod(w, r, b, r.URL.Query().Get("period"), cursor)
 		if !ok {
 			return
 		}
-		pg, ok := s.readPage(w, r, b, period, r.URL.Query().Get("cursor"), size)
+		pg, ok := s.readPage(w, r, b, period, cursor, size)
 		if !ok {
 			return
 		}

@@ -71,11 +71,12 @@ func (s *server) handleDailyPage() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		date, ok := s.resolvePeriod(w, r, b, r.URL.Query().Get("date"))
+		cursor := r.URL.Query().Get("cursor")
+		date, ok := s.pagePeriod(w, r, b, r.URL.Query().Get("date"), cursor)
 		if !ok {
 			return
 		}
-		pg, ok := s.readPage(w, r, b, date, r.URL.Query().Get("cursor"), size)
+		pg, ok := s.readPage(w, r, b, date, cursor, size)
 		if !ok {
 			return
 		}
