@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ type Periods struct {
 	mu      sync.Mutex
 	known   map[string][]string // board -> started seasons, oldest first ("1" implied)
 	fetched time.Time
+	// started counts the seasons this process started: a listing begun before the last one
+	// is not kept (it may have read the seasons before that one), nor shared with readers
+	// after it.
+	started uint64
 	group   singleflight.Group
 }
 
@@ -58,10 +63,10 @@ func NewPeriods(cfg configs.Config, seasons SeasonStore, now func() time.Time) *
 func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error) {
 	p.mu.Lock()
 	fresh := p.known != nil && p.now().Sub(p.fetched) < seasonsMaxAge && !p.now().Before(p.fetched)
-	known := p.known
+	known, started := p.known, p.started
 	p.mu.Unlock()
 	if !fresh {
-		v, err, _ := p.group.Do("seasons", func() (any, error) {
+		v, err, _ := p.group.Do("seasons:"+strconv.FormatUint(started, 10), func() (any, error) {
 			all, err := p.seasons.All(ctx)
 			if err != nil {
 				return nil, err
@@ -71,7 +76,9 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 				m[s.Board] = append(m[s.Board], s.Name)
 			}
 			p.mu.Lock()
-			p.known, p.fetched = m, p.now()
+			if p.started == started {
+				p.known, p.fetched = m, p.now()
+			}
 			p.mu.Unlock()
 			return m, nil
 		})
@@ -185,6 +192,7 @@ func (p *Periods) StartSeason(ctx context.Context, b configs.Board, name, actor,
 	}
 	p.mu.Lock()
 	p.known = nil // fetch again on the next use
+	p.started++
 	p.mu.Unlock()
 	return s, nil
 }
