@@ -234,7 +234,9 @@ func (s *Subscription) Period() string {
 }
 
 // Move switches the subscription to another period of its board (a reset) and queues
-// that period's snapshot, whatever version the client had of the old one.
+// that period's snapshot, whatever version the client had of the old one; but not a
+// snapshot read from PostgreSQL while Redis is down (version 0) after versions from Redis,
+// which would make the stream's ids go back: the period's first top from Redis follows.
 func (s *Subscription) Move(ctx context.Context, period string) error {
 	h, c := s.hub, s.c
 	h.mu.Lock()
@@ -246,13 +248,16 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	h.clients[c.key][c] = true
 	h.mu.Unlock()
 	c.mu.Lock()
+	had := c.lastVersion
 	c.top, c.lastVersion = nil, -1
 	c.mu.Unlock()
 	snap, err := h.snapshot(ctx, c.board, period)
 	if err != nil {
 		return err
 	}
-	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	if snap.version > 0 || had <= 0 {
+		c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	}
 	h.offerOwnEntry(ctx, c)
 	return nil
 }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -46,5 +47,43 @@ func TestHubKeepsOnlyFollowedBoards(t *testing.T) {
 	}
 	if snaps, sets := size(); snaps != 0 || sets != 0 {
 		t.Fatalf("after every stream left the hub holds %d snapshots and %d client sets", snaps, sets)
+	}
+}
+
+// TestMoveSendsNoDegradedSnapshotAfterVersions: at a reset while Redis is down, the new
+// period's snapshot comes from PostgreSQL with version 0; a stream that had versions from
+// Redis is not sent it (its ids would go back from about 1.8e15 to 0): the new period's
+// first top from Redis follows. A stream that had none is sent it.
+func TestMoveSendsNoDegradedSnapshotAfterVersions(t *testing.T) {
+	clk := newClock()
+	h := hubWith(HubConfig{Window: time.Millisecond}, clk) // fakeBoards reads version 0, as PostgreSQL does
+	entries := []messages.Entry{{Rank: 1, UserID: "alice", Score: 3}}
+	had, err := h.register("u1", "daily", "2026-01-01", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.PublishTop("daily", "2026-01-01", 1_795_000_000_000_000, clk.now(), entries)
+	if top, _, _ := had.take(0, clk.now()); top == nil {
+		t.Fatal("no snapshot of the first day")
+	}
+	fresh, err := h.register("u2", "daily", "2026-01-01", -1) // connected since: it had none
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client{had, fresh} {
+		if err := (&Subscription{hub: h, c: c}).Move(context.Background(), "2026-01-02"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.advance(time.Second)
+	if top, _, _ := had.take(0, clk.now()); top != nil {
+		t.Errorf("after versions from Redis, the reset sent the degraded snapshot with version %d", top.version)
+	}
+	if top, _, _ := fresh.take(0, clk.now()); top == nil || top.version != 0 {
+		t.Errorf("a stream that had no version got %+v at the reset, want the degraded snapshot", top)
+	}
+	h.PublishTop("daily", "2026-01-02", 1_795_000_000_000_007, clk.now(), entries)
+	if top, _, _ := had.take(0, clk.now()); top == nil || top.version != 1_795_000_000_000_007 {
+		t.Errorf("the new day's first top from Redis: %+v", top)
 	}
 }
