@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -327,14 +328,12 @@ func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEven
 	}
 	start := time.Now()
 	results := a.mirror.ApplyAll(ctx, groups, applied.NickNames)
+	a.reloadAll(ctx, groups, results)
 	var failed error
 	for i, g := range groups {
 		r, t := results[i], g.Target
 		again := redelivered[boardKey{t.Board, t.Period}]
 		switch {
-		case errors.Is(r.Err, storage.ErrNotLoaded): // PostgreSQL has the batch: load the whole period from it
-			r.Top, r.Err = a.mirror.Reload(ctx, t)
-			r.Changed = true
 		case r.Err == nil && !r.Changed && len(again) > 0:
 			if top, err := a.mirror.CurrentTop(ctx, t); err == nil {
 				r.Top, r.Changed = top, true
@@ -357,6 +356,40 @@ func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEven
 	}
 	a.metrics.stepTime.WithLabelValues("redis").Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// reloads bounds the board periods one batch loads from PostgreSQL at once.
+const reloads = 8
+
+// reloadAll loads the board periods Redis did not hold (ErrNotLoaded) from PostgreSQL,
+// which has the batch, up to reloads at a time: a batch of the match workload names many
+// new matches, and a load is mostly waiting for round trips (one after another they held
+// the whole batch, best scores and increments too, back by a second on a slow machine).
+func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup, results []storage.MirrorResult) {
+	var wg sync.WaitGroup
+	var panicked sync.Once
+	var recovered any
+	slots := make(chan struct{}, reloads)
+	for i := range results {
+		if !errors.Is(results[i].Err, storage.ErrNotLoaded) {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				<-slots
+				if v := recover(); v != nil {
+					panicked.Do(func() { recovered = v })
+				}
+			}()
+			top, err := a.mirror.Reload(ctx, groups[i].Target)
+			results[i] = storage.MirrorResult{Top: top, Changed: true, Err: err}
+		})
+	}
+	wg.Wait()
+	if recovered != nil {
+		panic(recovered) // in the batch's goroutine, where safeApply takes it for the poison queue
+	}
 }
 
 // FoldWith returns the fold of a projection with the rules of the boards board looks up:

@@ -366,3 +366,74 @@ func TestApplyScorePassesTheRowName(t *testing.T) {
 		}
 	}
 }
+
+// unloadedMirror holds no board period: every apply answers ErrNotLoaded. Its loads wait
+// until together reloads are in flight at once (or give up after a while), and a load of
+// the board named panics does.
+type unloadedMirror struct {
+	nopMirror
+	together int
+	panics   string
+	mu       sync.Mutex
+	inFlight int
+	arrived  chan struct{}
+	loaded   []string
+}
+
+func (m *unloadedMirror) ApplyAll(_ context.Context, groups []storage.MirrorGroup, _ map[string]string) []storage.MirrorResult {
+	out := make([]storage.MirrorResult, len(groups))
+	for i := range out {
+		out[i].Err = storage.ErrNotLoaded
+	}
+	return out
+}
+
+func (m *unloadedMirror) Reload(_ context.Context, t storage.Target) (storage.Top, error) {
+	m.mu.Lock()
+	m.inFlight++
+	if m.inFlight == m.together {
+		close(m.arrived)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.arrived:
+	case <-time.After(5 * time.Second):
+		return storage.Top{}, fmt.Errorf("load of %s: the loads came one at a time", t.Board)
+	}
+	if t.Board == m.panics {
+		panic("load failed: " + t.Board)
+	}
+	m.mu.Lock()
+	m.loaded = append(m.loaded, t.Board)
+	m.mu.Unlock()
+	return storage.Top{Version: 9}, nil
+}
+
+// TestApplyScoreLoadsNewPeriodsSideBySide: the board periods of a batch that Redis does not
+// hold (new matches) are loaded from PostgreSQL side by side, not one after another (which
+// held a match-heavy batch back by a second); each is told as changed. A load that panics
+// fails the batch as a panic does (the poison queue takes it), not the process.
+func TestApplyScoreLoadsNewPeriodsSideBySide(t *testing.T) {
+	var events []storage.ScoreEvent
+	for i := range 6 {
+		events = append(events, storage.ScoreEvent{EventID: fmt.Sprint("e", i), Board: fmt.Sprint("match:m", i), Period: "all_time", UserID: "ann", Value: 1, OccurredAt: time.Now()})
+	}
+	mirror := &unloadedMirror{together: 6, arrived: make(chan struct{})}
+	changes := &recordedChanges{}
+	a := NewApplyScore(redeliveries{}, mirror, changes, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	if _, err := a.apply(events); err != nil {
+		t.Fatal(err)
+	}
+	if len(mirror.loaded) != 6 || len(changes.top) != 6 {
+		t.Fatalf("loaded %v, tops told %v; want all 6 matches", mirror.loaded, changes.top)
+	}
+
+	mirror = &unloadedMirror{together: 2, panics: "match:m1", arrived: make(chan struct{})}
+	a2 := NewApplyScore(redeliveries{}, mirror, nil, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a2.Close()
+	var recovered middleware.RecoveredPanicError
+	if _, err := a2.safeApply(events[:2]); !errors.As(err, &recovered) {
+		t.Fatalf("a load that panics: %v, want the batch failed as a panic", err)
+	}
+}
