@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -177,7 +178,8 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 			return
 		}
 		audit := storage.AuditEntry{Actor: claimsFrom(r.Context()).Subject, Action: action, Target: userID, Reason: req.Reason}
-		_, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, storage.SetBanned(userID, banned, audit))
+		var version int64
+		_, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, storage.SetBanned(userID, banned, audit, &version))
 		switch {
 		case errors.Is(err, storage.ErrNotBanned):
 			writeError(w, r, http.StatusNotFound, "not_banned", "user "+userID+" is not banned", "")
@@ -186,7 +188,7 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 			s.moderationFailed(w, r, err, "")
 			return
 		}
-		s.Moderation.Bans.set(userID, banned)
+		s.Moderation.Bans.set(userID, banned, version)
 		s.Logger.Info("moderation", "action", action, "user_id", userID, "by", audit.Actor, "reason", req.Reason)
 		status := http.StatusAccepted
 		if r.URL.Query().Get("wait") == "true" && s.poll(r.Context(), s.synced(userID, cmd.EventID)) {
@@ -199,7 +201,12 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 // handleGetBan answers GET /admin/users/{user_id}/ban: the user's ban, or 404 not_banned.
 func (s *server) handleGetBan() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ban, err := s.Moderation.BanStore.Get(r.Context(), chi.URLParam(r, "user_id"))
+		userID := chi.URLParam(r, "user_id")
+		if !messages.ValidUserID(userID) {
+			writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
+			return
+		}
+		ban, err := s.Moderation.BanStore.Get(r.Context(), userID)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			writeError(w, r, http.StatusNotFound, "not_banned", "user is not banned", "")
@@ -274,12 +281,15 @@ func (s *server) handleRemove() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if _, _, err := s.Reads.user(r.Context(), b, period, userID); err != nil {
-			if errors.Is(err, storage.ErrNotFound) {
-				writeError(w, r, http.StatusNotFound, "not_found", "user "+userID+" has no entry on board "+b.Key()+" period "+period, "")
-			} else {
-				s.readFailed(w, r, err)
-			}
+		// The entry is looked for in PostgreSQL, hidden ones too: a banned cheater's entry
+		// is removed before the unban shows the others again.
+		entries, err := s.Moderation.BanStore.Entries(r.Context(), userID)
+		if err != nil {
+			s.readFailed(w, r, err)
+			return
+		}
+		if !slices.ContainsFunc(entries, func(e storage.UserEntry) bool { return e.Board == b.Key() && e.Period == period }) {
+			writeError(w, r, http.StatusNotFound, "not_found", "user "+userID+" has no entry on board "+b.Key()+" period "+period, "")
 			return
 		}
 		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpRemove, EventID: uuid.NewString(), Board: b.Key(), Period: period, UserID: userID, OccurredAt: s.Now().UTC()},
@@ -388,7 +398,12 @@ func (s *server) handleAnomalies() http.HandlerFunc {
 			return
 		}
 		q := r.URL.Query()
-		items, err := s.Moderation.Anomalies.Page(r.Context(), before, limit, q.Get("user_id"), q.Get("reason"))
+		user, reason := q.Get("user_id"), q.Get("reason")
+		if storableText(user) != user || storableText(reason) != reason { // matches no stored text
+			writeTrailPage(w, []storage.Anomaly(nil), limit, func(a storage.Anomaly) int64 { return a.ID })
+			return
+		}
+		items, err := s.Moderation.Anomalies.Page(r.Context(), before, limit, user, reason)
 		if err != nil {
 			s.moderationFailed(w, r, err, "")
 			return

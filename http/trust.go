@@ -15,7 +15,8 @@ import (
 // BanStore is the ban list in PostgreSQL (storage.Bans).
 type BanStore interface {
 	Version(ctx context.Context) (int64, error)
-	Users(ctx context.Context) (map[string]bool, error)
+	// Users is the list with the version it has (one snapshot).
+	Users(ctx context.Context) (map[string]bool, int64, error)
 }
 
 // BanList is this process's copy of the ban list, for the write path: no I/O per write. A
@@ -44,10 +45,15 @@ func (b *BanList) Banned(userID string) bool {
 	return b.users[userID]
 }
 
-// set applies a ban or unban made through this process.
-func (b *BanList) set(userID string, banned bool) {
+// set applies a ban or unban made through this process, of the list's version version:
+// not when a list of that version or newer is loaded already (it holds this change, or a
+// later one of the user's). The loaded version stays: the next Load reads the whole list.
+func (b *BanList) set(userID string, banned bool, version int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if version <= b.version {
+		return
+	}
 	if banned {
 		b.users[userID] = true
 	} else {
@@ -67,12 +73,14 @@ func (b *BanList) Load(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	users, err := b.store.Users(ctx)
+	users, v, err := b.store.Users(ctx)
 	if err != nil {
 		return err
 	}
 	b.mu.Lock()
-	b.users, b.version = users, v
+	if v > b.version {
+		b.users, b.version = users, v
+	}
 	b.mu.Unlock()
 	return nil
 }

@@ -24,10 +24,11 @@ var ErrNotBanned = errors.New("user is not banned")
 // SetBanned returns the work of a ban (banned true) or an unban in the transaction of the
 // command that tells the projector to mirror the user's entries again (OpSync): the ban
 // row, every entry of the user hidden (or shown) with a new version, the ban list's version
-// bumped, and the audit record. It holds the user's lock (userLock) exclusively, so no
-// projector batch writes the user's entries meanwhile, and one that starts after it sees
-// the ban. An unban of a user who is not banned is ErrNotBanned.
-func SetBanned(userID string, banned bool, audit AuditEntry) func(ctx context.Context, tx *sql.Tx) error {
+// bumped (into version, when not nil), and the audit record. It holds the user's lock
+// (userLock) exclusively, so no projector batch writes the user's entries meanwhile, and
+// one that starts after it sees the ban. An unban of a user who is not banned is
+// ErrNotBanned.
+func SetBanned(userID string, banned bool, audit AuditEntry, version *int64) func(ctx context.Context, tx *sql.Tx) error {
 	return func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+userLock+`) FROM (SELECT $1::text AS u) k`, userID); err != nil {
 			return unavailable("ban: lock", err)
@@ -57,8 +58,12 @@ func SetBanned(userID string, banned bool, audit AuditEntry) func(ctx context.Co
 			audit.Detail = map[string]any{}
 		}
 		audit.Detail["entries"] = n
-		if _, err := tx.ExecContext(ctx, `SELECT nextval('user_bans_version')`); err != nil {
+		var v int64
+		if err := tx.QueryRowContext(ctx, `UPDATE user_bans_state SET version = version + 1 RETURNING version`).Scan(&v); err != nil {
 			return unavailable("ban: version", err)
+		}
+		if version != nil {
+			*version = v
 		}
 		return RecordAuditTx(ctx, tx, audit)
 	}
@@ -80,30 +85,30 @@ type Bans struct{ pool *pgxpool.Pool }
 // NewBans returns the ban list in PostgreSQL.
 func NewBans(pool *pgxpool.Pool) *Bans { return &Bans{pool: pool} }
 
-// Version changes whenever a user is banned or unbanned.
+// Version changes with every ban or unban, as it commits.
 func (b *Bans) Version(ctx context.Context) (int64, error) {
 	var v int64
-	var called bool
-	err := b.pool.QueryRow(ctx, `SELECT last_value, is_called FROM user_bans_version`).Scan(&v, &called)
-	if !called {
-		v = 0
-	}
+	err := b.pool.QueryRow(ctx, `SELECT version FROM user_bans_state`).Scan(&v)
 	return v, unavailable("ban list version", err)
 }
 
-// Users returns every banned user id.
-func (b *Bans) Users(ctx context.Context) (map[string]bool, error) {
-	rows, err := b.pool.Query(ctx, `SELECT user_id FROM user_bans`)
+// Users returns every banned user id and the version of the list they make, read in one
+// statement (one snapshot).
+func (b *Bans) Users(ctx context.Context) (map[string]bool, int64, error) {
+	rows, err := b.pool.Query(ctx, `SELECT s.version, u.user_id FROM user_bans_state s LEFT JOIN user_bans u ON true`)
 	if err != nil {
-		return nil, unavailable("ban list", err)
+		return nil, 0, unavailable("ban list", err)
 	}
 	out := map[string]bool{}
-	var u string
-	_, err = pgx.ForEachRow(rows, []any{&u}, func() error {
-		out[u] = true
+	var v int64
+	var u *string
+	_, err = pgx.ForEachRow(rows, []any{&v, &u}, func() error {
+		if u != nil {
+			out[*u] = true
+		}
 		return nil
 	})
-	return out, unavailable("ban list", err)
+	return out, v, unavailable("ban list", err)
 }
 
 // Get returns a user's ban, or ErrNotFound.
