@@ -16,7 +16,7 @@ import (
 // each run to the audit trail.
 type BoardMaintenance interface {
 	Rebuild(ctx context.Context, actor string, t storage.Target) (storage.RebuildResult, error)
-	CheckConsistency(ctx context.Context, actor, board, period string, full bool, sample int) (storage.ConsistencyReport, error)
+	CheckConsistency(ctx context.Context, actor string, t storage.Target, full bool, sample int) (storage.ConsistencyReport, error)
 }
 
 // redisPeriod resolves the board period an admin names for Redis maintenance: only
@@ -93,7 +93,7 @@ func (s *server) handleConsistency() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		rep, err := s.Maintenance.CheckConsistency(r.Context(), claimsFrom(r.Context()).Subject, t.Board, t.Period, full, sample)
+		rep, err := s.Maintenance.CheckConsistency(r.Context(), claimsFrom(r.Context()).Subject, t, full, sample)
 		if err != nil {
 			s.readFailed(w, r, err)
 			return

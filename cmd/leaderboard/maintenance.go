@@ -68,7 +68,7 @@ func maintenance(ctx context.Context, cfg configs.Config, cmd string, args []str
 		}
 		return enc.Encode(map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries, "version": res.Version, "took_ms": res.Duration.Milliseconds()})
 	}
-	rep, err := m.CheckConsistency(ctx, actor, target.Board, target.Period, *full, *sample)
+	rep, err := m.CheckConsistency(ctx, actor, target, *full, *sample)
 	if err != nil {
 		return err
 	}
