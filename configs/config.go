@@ -252,6 +252,12 @@ func Load(getenv func(string) string) (Config, error) {
 	if err := checkHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_HTTP_ADDR=%q: %w", c.HTTPAddr, err))
 	}
+	// The embedded broker (kfake) listens on 127.0.0.1 only: the variable gives its port.
+	if err := checkHostPort(c.KafkaAddr); err != nil {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_EMBEDDED_ADDR=%q: %w", c.KafkaAddr, err))
+	} else if !IsLoopback(c.KafkaAddr) {
+		errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_EMBEDDED_ADDR=%q: the embedded broker listens on 127.0.0.1 only; run Apache Kafka (LEADERBOARD_KAFKA_BROKERS) for other hosts", c.KafkaAddr))
+	}
 	if u, err := url.Parse(c.PostgresURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || strings.Trim(u.Path, "/") == "" {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_POSTGRES_URL: want postgres://user@host:port/dbname"))
 	}
