@@ -3,6 +3,7 @@ package storage_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,7 +157,8 @@ func TestMigrateAdoptsTheHandWrittenMigrator(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT string_agg(version_id::text, ',' ORDER BY version_id) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(applied, "1,2,3,4") || strings.Count(applied, "1,") != 1 {
+	versions := strings.Split(applied, ",")
+	if !strings.HasPrefix(applied, "1,2,3,4,") || slices.Index(versions[1:], "1") >= 0 || len(versions) != len(slices.Compact(slices.Clone(versions))) {
 		t.Errorf("goose versions %s, want each of 1..4 once", applied)
 	}
 	var n int
