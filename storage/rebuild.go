@@ -33,6 +33,17 @@ var refreshLockScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`)
 
+// abortRebuildScript ends a rebuild that failed before its swap, if it still holds the
+// lock: the marker goes (a retry need not wait for it to expire, and the projector stops
+// writing the shadow) and the shadow keys with it.
+// KEYS: rebuild marker, shadow z, u, n, m, removals. ARGV: token.
+var abortRebuildScript = redis.NewScript(entryHashesLua + `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local o = hashes(KEYS[3])
+for i = 1, bucketCount(o) - 1 do redis.call('DEL', bucketKey(o, i)) end
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+`)
+
 // Rebuild rebuilds a board's Redis state from PostgreSQL into shadow keys while the
 // projector keeps writing (it writes to both while the rebuild marker exists, with the
 // version guard), then swaps the shadow in atomically. Readers never see a half-built
@@ -53,6 +64,14 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	lockCtx, stopRefresh := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRefresh()
 	go b.holdLock(lockCtx, k.rebuild, token)
+	swapped := false
+	defer func() {
+		if !swapped {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = abortRebuildScript.Run(actx, b.rdb, []string{k.rebuild, k.zs, k.us, k.ns, k.ms, k.goneS}, token).Err()
+		}
+	}()
 
 	if err := dropScript.Run(ctx, b.rdb, []string{k.zs, k.us, k.ns, k.ms}).Err(); err != nil {
 		return RebuildResult{}, redisErr("rebuild: clear shadow", err)
@@ -79,6 +98,7 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	if out[0].(int64) == -1 {
 		return RebuildResult{}, fmt.Errorf("rebuild: lost the rebuild lock before the swap; nothing was swapped in")
 	}
+	swapped = true
 	res.Version, res.Duration = out[1].(int64), time.Since(start)
 	return res, nil
 }

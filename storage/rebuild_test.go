@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -237,5 +239,36 @@ func TestRebuildDropsBucketsItNoLongerNeeds(t *testing.T) {
 	rep, err := f.boards.CheckConsistency(ctx, ranks, "global", "all_time", true, 0)
 	if err != nil || !rep.Consistent || rep.RedisEntries != 10 {
 		t.Fatalf("after the rebuild: %+v, %v", rep, err)
+	}
+}
+
+// TestFailedRebuildGivesTheLockBack: a rebuild that fails before its swap (PostgreSQL
+// unreachable) gives its lock back and drops its shadow keys: a retry runs at once instead
+// of getting ErrRebuildRunning until the lock expires a minute later.
+func TestFailedRebuildGivesTheLockBack(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	rdb, prefix := newTestRedis(t)
+	ctx := testContext(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	boards := storage.NewBoards(rdb, prefix, 100)
+	down, err := pgxpool.New(ctx, pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close() // PostgreSQL unreachable for this rebuild
+	if _, err := boards.Rebuild(ctx, storage.NewRanks(down), global); err == nil {
+		t.Fatal("a rebuild without PostgreSQL succeeded")
+	}
+	if keys := rdb.Keys(ctx, prefix+":*").Val(); len(keys) != 0 {
+		t.Errorf("the failed rebuild left %v", keys)
+	}
+	res, err := boards.Rebuild(ctx, storage.NewRanks(pool), global)
+	if err != nil || res.Entries != 5 {
+		t.Fatalf("the retry: %+v, %v", res, err)
 	}
 }
