@@ -36,8 +36,14 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 		RegisteredClaims: jwt.RegisteredClaims{Subject: *sub, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(*ttl))},
 		Name:             *name,
 	}
-	if *roles != "" {
-		claims.Roles = strings.Split(*roles, ",")
+	for _, r := range strings.Split(*roles, ",") {
+		switch r = strings.TrimSpace(r); r {
+		case "":
+		case "server", "admin":
+			claims.Roles = append(claims.Roles, r)
+		default:
+			return fmt.Errorf("token: -roles: unknown role %q (want server, admin or both, comma-separated)", r)
+		}
 	}
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.JWTSecret))
 	if err != nil {
