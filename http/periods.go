@@ -95,6 +95,12 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 
 // Current is the period of b an event accepted now counts for.
 func (p *Periods) Current(ctx context.Context, b configs.Board) (string, error) {
+	return p.CurrentAt(ctx, b, p.now())
+}
+
+// CurrentAt is the period of b an event accepted at counts for (the seasons as they are
+// now).
+func (p *Periods) CurrentAt(ctx context.Context, b configs.Board, at time.Time) (string, error) {
 	season := ""
 	if b.Period == configs.PeriodSeason {
 		seasons, err := p.seasonsOf(ctx, b.ID)
@@ -103,7 +109,7 @@ func (p *Periods) Current(ctx context.Context, b configs.Board) (string, error) 
 		}
 		season = seasons[len(seasons)-1]
 	}
-	return b.PeriodAt(p.now(), p.cfg.Timezone, season), nil
+	return b.PeriodAt(at, p.cfg.Timezone, season), nil
 }
 
 // Previous is the period before the current one (false when there is none).

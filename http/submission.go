@@ -101,12 +101,13 @@ type prepared struct {
 func (s submission) Prepare(ctx context.Context, w submit) (prepared, error) {
 	p := prepared{submit: w, at: s.now().UTC()}
 	var err error
-	if p.period, err = s.periods.Current(ctx, w.Board); err != nil {
+	// One reading of the clock: the write's time and its periods agree, at midnight too.
+	if p.period, err = s.periods.CurrentAt(ctx, w.Board, p.at); err != nil {
 		return prepared{}, err
 	}
 	p.also = make([]messages.BoardValue, len(w.Also))
 	for i, b := range w.Also {
-		period, err := s.periods.Current(ctx, b)
+		period, err := s.periods.CurrentAt(ctx, b, p.at)
 		if err != nil {
 			return prepared{}, err
 		}
