@@ -61,10 +61,33 @@ func ParseBoards(raw []byte) ([]Board, error) {
 		if seen[b.ID] {
 			return nil, fmt.Errorf("%s: id: defined twice", name)
 		}
+		if err := endpointShape(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 		seen[b.ID] = true
 		boards = append(boards, b)
 	}
 	return boards, nil
+}
+
+// endpointShape checks a board an endpoint names by its id (when the file defines it) for
+// what that endpoint relies on: POST /v1/scores sends best scores to global, the
+// increments add to points, the seed-004 endpoints read daily and season as days and
+// seasons, and match points write match:{id} boards.
+func endpointShape(b Board) error {
+	switch {
+	case b.ID == "global" && b.Operator != OpBest:
+		return fmt.Errorf("operator: %q: POST /v1/scores sends best scores to it: want best", b.Operator)
+	case b.ID == "points" && b.Operator != OpIncr:
+		return fmt.Errorf("operator: %q: POST /v1/scores/increment adds to it: want incr", b.Operator)
+	case b.ID == "daily" && b.Period != PeriodDaily:
+		return fmt.Errorf("period: %q: /v1/daily-leaderboard reads it by day: want daily", b.Period)
+	case b.ID == "season" && b.Period != PeriodSeason:
+		return fmt.Errorf("period: %q: /v1/season-leaderboard reads it by season: want season", b.Period)
+	case b.ID == "match" && b.Period != PeriodMatch:
+		return fmt.Errorf("period: %q: match points write it as match:{match_id}: want match", b.Period)
+	}
+	return nil
 }
 
 func (d boardDef) board() (Board, error) {
