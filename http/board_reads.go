@@ -78,6 +78,10 @@ func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string
 	return e, degraded, err
 }
 
+// errNoMatch is a read of a match that never had a point (404 unknown_board, also where
+// other reads answer storage.ErrNotFound as a user without an entry).
+var errNoMatch = errors.New("no such match (it has no entry)")
+
 // read runs one read against the right store.
 func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
 	ttl, hot, err := r.periods.InRedis(ctx, b, period)
@@ -95,7 +99,7 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 		case xerr != nil:
 			return xerr
 		case !ok:
-			return fmt.Errorf("no match %q: %w", b.Match, storage.ErrNotFound)
+			return fmt.Errorf("match %q: %w: %w", b.Match, errNoMatch, storage.ErrNotFound)
 		case errors.Is(err, storage.ErrUnavailable):
 			return r.orFallback(err, degraded, read)
 		}

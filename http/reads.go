@@ -115,7 +115,7 @@ func (s *server) handleTop(fixedBoard string) http.HandlerFunc {
 			return
 		}
 		resp := topResponse{Board: b.Key(), Period: period, Version: top.Version, Entries: make([]entryView, len(top.Entries))}
-		if !top.UpdatedAt.IsZero() {
+		if !top.UpdatedAt.IsZero() && len(top.Entries) > 0 { // null for an empty board
 			resp.UpdatedAt = &top.UpdatedAt
 		}
 		for i, e := range top.Entries {
@@ -172,6 +172,10 @@ func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, u
 		e, degraded, err = s.Reads.user(r.Context(), b, period, userID)
 	}
 	s.markDegraded(w, degraded)
+	if errors.Is(err, errNoMatch) {
+		writeError(w, r, http.StatusNotFound, "unknown_board", err.Error(), "")
+		return
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		writeError(w, r, http.StatusNotFound, "not_found", "user has no entry on this board and period", "")
 		return

@@ -135,14 +135,25 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		return
 	}
 	if e := s.Guard.check(r.Context(), &gw); e != nil {
-		s.reject(w, r, b.ID, e, echoID)
-		return
+		// A retry of a write accepted before is answered as the first time (or 409), not
+		// refused for the rate (the refusal is still counted and recorded).
+		if e.code != "rate_limited" || !s.seen(r.Context(), prep) {
+			s.reject(w, r, b.ID, e, echoID)
+			return
+		}
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
 	if err != nil {
 		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
 	}
 	s.answerSubmission(w, r, sub, res, err)
+}
+
+// seen tells whether a write is the retry of one the request log holds (false when the
+// log cannot tell).
+func (s *server) seen(ctx context.Context, p prepared) bool {
+	seen, err := s.submissions.Seen(ctx, p)
+	return err == nil && seen
 }
 
 // reject answers a write refused for its input.

@@ -160,6 +160,20 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 	return outcome(seen, period, at)
 }
 
+// Seen tells whether the request log holds the write's event id (the client's own) from
+// an earlier request: a retry, which is answered as the first time (or 409) even when the
+// rate limit would refuse a new write.
+func (s submission) Seen(ctx context.Context, p prepared) (bool, error) {
+	if !p.ClientEventID {
+		return false, nil
+	}
+	_, err := s.requests.Check(ctx, p.UserID, p.EventID, bodyHash(p.submit))
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // mayBeUnchanged tells whether the write can leave its entry as it is at all: a best score
 // on one board (an increment always changes it; a match point feeds more boards).
 func (w submit) mayBeUnchanged() bool {
@@ -187,12 +201,14 @@ func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted
 // is written before Redis), or ctx ends. Redis shows it when its entry is at least as new
 // as PostgreSQL's once the event was applied (by version) and reflects the value: an
 // update time alone cannot tell an increment from the user's previous one accepted in the
-// same microsecond.
+// same microsecond. A retry of an accepted write (Duplicate) carries the retry's time, not
+// the write's: the version alone tells it (an increment's entry changed before it).
 func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, bool) {
 	delay := 5 * time.Millisecond
+	retry := res.Outcome == storage.Duplicate
 	for {
 		if version, ok, err := s.requests.AppliedVersion(ctx, w.UserID, w.EventID, w.Board.Key(), res.Period); err == nil && ok {
-			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && cur.Version >= version && w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At) {
+			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && cur.Version >= version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
 				return cur, true
 			}
 		}

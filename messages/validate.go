@@ -22,14 +22,16 @@ func ValidUserID(s string) bool {
 	return true
 }
 
-// ValidEventID reports whether s is an event id: 1 to 64 printable characters.
+// ValidEventID reports whether s is an event id: 1 to 64 printable characters (the ASCII
+// space among them, as API.md allows any characters; control characters and other spaces
+// are refused).
 func ValidEventID(s string) bool {
 	n := utf8.RuneCountInString(s)
 	if n == 0 || n > 64 || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+		if !unicode.IsPrint(r) {
 			return false
 		}
 	}

@@ -1,0 +1,107 @@
+package main
+
+// Public endpoints against API.md and openapi.yaml: mismatches a review found (2026-11-26),
+// each test failing before its fix.
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// API.md: "with `?wait=true`, `200 {"status": "applied", ...}` once the projection applied it";
+// a retry "is answered as the first time". A retry with wait=true of an increment (or match
+// point) already applied is answered 200 applied at once (it waited LEADERBOARD_WAIT_TIMEOUT
+// and answered 202: the wait compared the entry's updated_at with the retry's own time).
+func TestIncrementRetryWithWait(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "3s"})
+	alice, server := mintToken(t, "alice"), mintToken(t, "gs", "server")
+	ts := time.Now().UTC().Format(time.RFC3339)
+	inc := `{"user_id": "alice", "delta": 5, "event_id": "r5-q1", "timestamp": "` + ts + `"}`
+	for _, c := range []struct{ name, path, tok, body string }{
+		{"increment", "/v1/scores/increment?wait=true", alice, inc},
+		{"match point", "/v1/matches/r5-m/users/alice/point?wait=true", server, `{"point": 3, "event_id": "r5-p1"}`},
+	} {
+		first := svc.do(t, http.MethodPost, c.path, c.tok, c.body)
+		if first.status != 200 || first.body["status"] != "applied" {
+			t.Fatalf("%s: first: %d %s", c.name, first.status, first.raw)
+		}
+		start := time.Now()
+		again := svc.do(t, http.MethodPost, c.path, c.tok, c.body)
+		if again.status != 200 || again.body["status"] != "applied" || num(again.body["new_score"]) != num(first.body["new_score"]) {
+			t.Errorf("%s: retry with wait=true after %v: got %d %s, want as the first time %d %s",
+				c.name, time.Since(start).Round(time.Millisecond), again.status, again.raw, first.status, first.raw)
+		}
+	}
+}
+
+// API.md: the same event_id with the same body "is answered as the first time and applied
+// once". A retry of an accepted write past the rate limit is answered as the first time,
+// 202 (it was 429 rate_limited).
+func TestRetryOfAcceptedWriteNotRateLimited(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "2/60s"})
+	bob := mintToken(t, "bob")
+	for _, b := range []string{`{"score": 1, "event_id": "r5-b1"}`, `{"score": 2, "event_id": "r5-b2"}`} {
+		if r := svc.submit(t, bob, b); r.status != 202 {
+			t.Fatalf("%s: %d %s", b, r.status, r.raw)
+		}
+	}
+	r := svc.submit(t, bob, `{"score": 2, "event_id": "r5-b2"}`)
+	if r.status != 202 || r.body["status"] != "accepted" {
+		t.Errorf("retry of an accepted write: got %d %s, want 202 accepted as the first time", r.status, r.raw)
+	}
+}
+
+// openapi.yaml, Error: "404 | `unknown_board` | no such board (or a match without any entry)";
+// GET /v1/boards/match:x/users/{id} answers it as /top and /entries do (it answered
+// not_found, as if the match existed and the user had no entry).
+func TestUnknownMatchUserRead(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	alice := mintToken(t, "alice")
+	if r := svc.do(t, http.MethodGet, "/v1/boards/match:r5-none/top", alice, ""); r.status != 404 || r.body["error_code"] != "unknown_board" {
+		t.Fatalf("top of a match without entries: %d %s", r.status, r.raw)
+	}
+	for _, path := range []string{"/v1/boards/match:r5-none/users/alice", "/v1/boards/match:r5-none/users/alice?around=1"} {
+		if r := svc.do(t, http.MethodGet, path, alice, ""); r.status != 404 || r.body["error_code"] != "unknown_board" {
+			t.Errorf("GET %s: got %d %s, want 404 unknown_board", path, r.status, r.raw)
+		}
+	}
+}
+
+// openapi.yaml, TopResponse.updated_at: "When the top-N last changed; null for an empty board."
+// (Read from Redis, an empty board answered the time Redis loaded it.)
+func TestEmptyBoardTopUpdatedAtNull(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	alice := mintToken(t, "alice")
+	for _, path := range []string{"/v1/leaderboard/top", "/v1/boards/fastest/top"} {
+		r := svc.do(t, http.MethodGet, path, alice, "")
+		if r.status != 200 || len(r.body["entries"].([]any)) != 0 {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.raw)
+		}
+		if v, present := r.body["updated_at"]; !present || v != nil {
+			t.Errorf("GET %s of an empty board: updated_at = %v, want null (%s)", path, v, r.raw)
+		}
+	}
+}
+
+// API.md, Conventions: "every write takes an `event_id` (1–64 chars; generated when absent)".
+// An event id with a space is taken (it was refused 400 invalid_event_id).
+func TestEventIDWithSpace(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	alice := mintToken(t, "alice")
+	r := svc.submit(t, alice, `{"score": 1, "event_id": "match 17 alice"}`)
+	if r.status != 202 {
+		t.Errorf("event_id of 14 chars with spaces: got %d %s, want 202 (API.md: 1–64 chars)", r.status, r.raw)
+	}
+}
+
