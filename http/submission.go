@@ -25,6 +25,11 @@ type CommandLog interface {
 // new) and whether an accepted event was applied.
 type RequestLog interface {
 	Check(ctx context.Context, userID, eventID string, hash []byte) (storage.AcceptOutcome, error)
+	// RecordUnchanged records a write answered "unchanged" under its client's event id
+	// (Accepted when new; else Duplicate or Conflict, and whether the recorded one was
+	// answered unchanged too); WasUnchanged tells a recorded event id answered so.
+	RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (storage.AcceptOutcome, bool, error)
+	WasUnchanged(ctx context.Context, userID, eventID string) (bool, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 	// AppliedVersion is IsApplied with the version of the user's entry on the board
 	// period in PostgreSQL (0 when none).
@@ -133,13 +138,17 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 			if !w.ClientEventID {
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
 			}
-			// A retry of an accepted write must be answered as the first time.
-			seen, err := s.requests.Check(ctx, w.UserID, w.EventID, hash)
+			// The client's event id is recorded as answered unchanged, so that a retry is
+			// answered so again and never applied, and another body under it is 409; a
+			// retry of an accepted write is answered as the first time.
+			seen, unchanged, err := s.requests.RecordUnchanged(ctx, w.UserID, w.EventID, w.Board.Key(), hash)
 			switch {
-			case errors.Is(err, storage.ErrNotFound):
-				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
 			case err != nil:
 				return submitted{}, err
+			case seen == storage.Conflict:
+				return submitted{}, errEventIDConflict
+			case unchanged:
+				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
 			}
 			return outcome(seen, period, at)
 		}
@@ -156,6 +165,15 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 	seen, err := s.commands.Accept(ctx, storage.Command{EventID: w.EventID, UserID: w.UserID, Board: w.Board.Key(), BodyHash: hash, Msg: msg})
 	if err != nil {
 		return submitted{}, err
+	}
+	// The retry of a write answered unchanged (the entry fell below its value since, or
+	// Redis could not tell) is answered unchanged again, with the entry as it is.
+	if seen == storage.Duplicate && w.mayBeUnchanged() && w.ClientEventID {
+		if was, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
+			if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil {
+				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+			}
+		}
 	}
 	return outcome(seen, period, at)
 }

@@ -152,6 +152,30 @@ func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
 	if _, err := requests.Check(ctx, "bob", "ev-1", cmd.BodyHash); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("Check(bob, alice's event id) err = %v, want ErrNotFound", err)
 	}
+	// Writes answered unchanged: recorded once, then told apart like accepted ones.
+	for _, c := range []struct {
+		user, event string
+		hash        []byte
+		want        storage.AcceptOutcome
+		unchanged   bool
+	}{
+		{"alice", "u-1", other[:], storage.Accepted, true},  // new: recorded
+		{"alice", "u-1", other[:], storage.Duplicate, true}, // its retry
+		{"alice", "u-1", cmd.BodyHash, storage.Conflict, true},
+		{"alice", "ev-1", cmd.BodyHash, storage.Duplicate, false}, // an accepted write's retry
+		{"bob", "u-1", other[:], storage.Accepted, true},          // event ids are the user's
+	} {
+		got, unchanged, err := requests.RecordUnchanged(ctx, c.user, c.event, "global", c.hash)
+		if err != nil || got != c.want || unchanged != c.unchanged {
+			t.Errorf("RecordUnchanged(%s, %s) = %v, unchanged %v, %v; want %v, %v", c.user, c.event, got, unchanged, err, c.want, c.unchanged)
+		}
+	}
+	if was, err := requests.WasUnchanged(ctx, "alice", "u-1"); err != nil || !was {
+		t.Errorf("WasUnchanged(alice, u-1) = %v, %v", was, err)
+	}
+	if was, err := requests.WasUnchanged(ctx, "alice", "ev-1"); err != nil || was {
+		t.Errorf("WasUnchanged(alice, ev-1) = %v, %v", was, err)
+	}
 }
 
 func TestOutboxDuplicateAndConflict(t *testing.T) {

@@ -186,6 +186,59 @@ func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []b
 	return seenBefore(recorded, hash), nil
 }
 
+// RecordUnchanged records a write answered "unchanged" (a best score that does not beat
+// its entry) under the client's event id, unless the event id is recorded already: New
+// (Accepted) when it was not, else Duplicate or Conflict by the body hash, with whether the
+// recorded request was itself answered unchanged (a retry answered so again) or accepted.
+func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (AcceptOutcome, bool, error) {
+	rows, err := r.pool.Query(ctx, `
+		WITH ins AS (
+			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged)
+			VALUES ($2, $3, $1, $4, true)
+			ON CONFLICT (user_id, event_id) DO NOTHING
+			RETURNING true)
+		SELECT true, ''::bytea, true FROM ins
+		UNION ALL
+		SELECT false, body_hash, unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`,
+		userID, eventID, hash, board)
+	if err != nil {
+		return 0, false, unavailable("record an unchanged request", err)
+	}
+	var inserted, unchanged bool
+	var recorded []byte
+	found := false
+	for rows.Next() && !found {
+		if err := rows.Scan(&inserted, &recorded, &unchanged); err != nil {
+			rows.Close()
+			return 0, false, unavailable("record an unchanged request", err)
+		}
+		found = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, unavailable("record an unchanged request", err)
+	}
+	switch {
+	case !found:
+		// A concurrent request took the event id between the insert and the read.
+		return 0, false, unavailable("record an unchanged request", errors.New("the event id was recorded concurrently; retry"))
+	case inserted:
+		return Accepted, true, nil
+	}
+	return seenBefore(recorded, hash), unchanged, nil
+}
+
+// WasUnchanged reports whether a user's event id is recorded as a write answered
+// "unchanged" (RecordUnchanged).
+func (r *RequestLog) WasUnchanged(ctx context.Context, userID, eventID string) (bool, error) {
+	var unchanged bool
+	err := r.pool.QueryRow(ctx, `SELECT unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&unchanged)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return unchanged, unavailable("look up request", err)
+}
+
 // IsApplied reports whether a user's event has been applied to PostgreSQL.
 func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
 	var ok bool

@@ -4,6 +4,7 @@ package main
 // each test failing before its fix.
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -105,3 +106,67 @@ func TestEventIDWithSpace(t *testing.T) {
 	}
 }
 
+// API.md, Conventions: "The same `event_id` with the same body is answered as the first time
+// and applied once; with a different body, 409." A best score answered 200 unchanged under
+// a client's event id records it: the same body again is unchanged again, another body 409
+// (it was accepted: nothing had been recorded).
+func TestUnchangedEventIDReusedWithOtherBody(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	alice := mintToken(t, "alice")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", alice, `{"score": 100}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	for i := range 2 {
+		if r := svc.do(t, http.MethodPost, "/v1/scores", alice, `{"score": 50, "event_id": "u-e1"}`); r.status != 200 || r.body["status"] != "unchanged" {
+			t.Fatalf("a lower score, attempt %d: %d %s, want 200 unchanged", i+1, r.status, r.raw)
+		}
+	}
+	for _, other := range []string{`{"score": 500, "event_id": "u-e1"}`, `{"score": 60, "event_id": "u-e1"}`} { // better, and unchanged too
+		if r := svc.do(t, http.MethodPost, "/v1/scores", alice, other); r.status != 409 || r.body["error_code"] != "event_id_conflict" {
+			t.Fatalf("the unchanged write's event id with another body %s: %d %s, want 409 event_id_conflict", other, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/me", alice, ""); num(r.body["score"]) != 100 {
+		t.Errorf("entry: %s, want 100", r.raw)
+	}
+}
+
+// The retry of a write answered "unchanged" is answered unchanged again and never applied,
+// also after the entry fell below its value (an admin adjusted it down): it was accepted
+// and applied.
+func TestUnchangedRetryAfterEntryChanged(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	alice, admin := mintToken(t, "alice"), mintToken(t, "root", "admin")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", alice, `{"score": 100}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/scores", alice, `{"score": 50, "event_id": "u-e2"}`); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Fatalf("a lower score: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/alice/adjust?wait=true", admin, `{"value": 10, "reason": "glitch"}`); r.status != 200 {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if r := svc.do(t, http.MethodGet, "/v1/leaderboard/me", alice, ""); num(r.body["score"]) != 10 {
+			return "the adjustment in Redis: " + r.raw
+		}
+		return ""
+	})
+	r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", alice, `{"score": 50, "event_id": "u-e2"}`)
+	if r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 10 {
+		t.Errorf("the retry after the entry fell below its value: %d %s, want 200 unchanged at 10", r.status, r.raw)
+	}
+	// A later write of alice's, applied: were the retry accepted, it was applied before it
+	// (one user's commands are applied in order).
+	marker := fmt.Sprintf(`{"user_id": "alice", "delta": 1, "event_id": "u-marker", "timestamp": %q}`, time.Now().UTC().Format(time.RFC3339))
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", alice, marker); r.status != 200 {
+		t.Fatalf("a later write: %d %s", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE event_id = 'u-e2'`); n != 0 {
+		t.Errorf("the retry was applied (%d history rows)", n)
+	}
+}
