@@ -137,7 +137,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	if e := s.Guard.check(r.Context(), &gw); e != nil {
 		// A retry of a write accepted before is answered as the first time (or 409), not
 		// refused for the rate (the refusal is still counted and recorded).
-		if e.code != "rate_limited" || !s.seen(r.Context(), prep) {
+		if e.code != "rate_limited" || !s.submissions.Seen(r.Context(), prep) {
 			s.reject(w, r, b.ID, e, echoID)
 			return
 		}
@@ -147,13 +147,6 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
 	}
 	s.answerSubmission(w, r, sub, res, err)
-}
-
-// seen tells whether a write is the retry of one the request log holds (false when the
-// log cannot tell).
-func (s *server) seen(ctx context.Context, p prepared) bool {
-	seen, err := s.submissions.Seen(ctx, p)
-	return err == nil && seen
 }
 
 // reject answers a write refused for its input.

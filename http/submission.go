@@ -180,16 +180,13 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 
 // Seen tells whether the request log holds the write's event id (the client's own) from
 // an earlier request: a retry, which is answered as the first time (or 409) even when the
-// rate limit would refuse a new write.
-func (s submission) Seen(ctx context.Context, p prepared) (bool, error) {
+// rate limit would refuse a new write. False when the log cannot tell.
+func (s submission) Seen(ctx context.Context, p prepared) bool {
 	if !p.ClientEventID {
-		return false, nil
+		return false
 	}
 	_, err := s.requests.Check(ctx, p.UserID, p.EventID, bodyHash(p.submit))
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
+	return err == nil
 }
 
 // mayBeUnchanged tells whether the write can leave its entry as it is at all: a best score

@@ -120,11 +120,7 @@ func TestVersionAfterRedisLoss(t *testing.T) {
 		SELECT 'ev-' || i, 'global', 'all_time', 'u' || i, 'best', i, now() FROM generate_series(1, 5) AS i`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
-		t.Fatal(err)
-	}
+	seedFive(t, pool)
 	ranks := storage.NewRanks(pool)
 	boards := storage.NewBoards(rdb, prefix, 100)
 	lose := func() {
@@ -175,11 +171,7 @@ func TestRebuildLock(t *testing.T) {
 	pool := newMigratedPool(t, 1)
 	rdb, prefix := newTestRedis(t)
 	ctx := testContext(t)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
-		t.Fatal(err)
-	}
+	seedFive(t, pool)
 	ranks := storage.NewRanks(pool)
 	boards := storage.NewBoards(rdb, prefix, 100)
 	marker := prefix + ":{global}:all_time:rebuild"
@@ -250,11 +242,7 @@ func TestFailedRebuildGivesTheLockBack(t *testing.T) {
 	pool := newMigratedPool(t, 1)
 	rdb, prefix := newTestRedis(t)
 	ctx := testContext(t)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
-		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
-		t.Fatal(err)
-	}
+	seedFive(t, pool)
 	boards := storage.NewBoards(rdb, prefix, 100)
 	down, err := pgxpool.New(ctx, pool.Config().ConnString())
 	if err != nil {
@@ -270,5 +258,15 @@ func TestFailedRebuildGivesTheLockBack(t *testing.T) {
 	res, err := boards.Rebuild(ctx, storage.NewRanks(pool), global)
 	if err != nil || res.Entries != 5 {
 		t.Fatalf("the retry: %+v, %v", res, err)
+	}
+}
+
+// seedFive puts u1..u5 with scores 1..5 on global in PostgreSQL.
+func seedFive(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(testContext(t), `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT 'global', 'all_time', 'u' || i, i, i, 1, now(), now() FROM generate_series(1, 5) AS i`); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -427,9 +427,10 @@ return {rec, rank, redis.call('HGET', KEYS[3], ARGV[1]) or '', redis.call('ZSCOR
 var recordsScript = redis.NewScript(entryReadLua + `
 local o = hashes(KEYS[2])
 local out = {}
+local held = KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 -- mostly not: one call a script
 for _, user in ipairs(ARGV) do
   local rec = redis.call('HGET', bucketOf(o, user), user)
-  if rec and KEYS[3] and redis.call('HEXISTS', KEYS[3], user) == 1 then rec = nil end
+  if rec and held and redis.call('HEXISTS', KEYS[3], user) == 1 then rec = nil end
   local score = rec and redis.call('ZSCORE', KEYS[1], recMember(rec, user))
   out[#out + 1] = rec or ''
   out[#out + 1] = score or ''

@@ -191,7 +191,11 @@ func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []b
 // (Accepted) when it was not, else Duplicate or Conflict by the body hash, with whether the
 // recorded request was itself answered unchanged (a retry answered so again) or accepted.
 func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (AcceptOutcome, bool, error) {
-	rows, err := r.pool.Query(ctx, `
+	// One row: the insert's, or (the insert's snapshot cannot see its own row) the one
+	// recorded before.
+	var inserted, unchanged bool
+	var recorded []byte
+	err := r.pool.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged)
 			VALUES ($2, $3, $1, $4, true)
@@ -200,28 +204,13 @@ func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board
 		SELECT true, ''::bytea, true FROM ins
 		UNION ALL
 		SELECT false, body_hash, unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`,
-		userID, eventID, hash, board)
-	if err != nil {
-		return 0, false, unavailable("record an unchanged request", err)
-	}
-	var inserted, unchanged bool
-	var recorded []byte
-	found := false
-	for rows.Next() && !found {
-		if err := rows.Scan(&inserted, &recorded, &unchanged); err != nil {
-			rows.Close()
-			return 0, false, unavailable("record an unchanged request", err)
-		}
-		found = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, false, unavailable("record an unchanged request", err)
-	}
+		userID, eventID, hash, board).Scan(&inserted, &recorded, &unchanged)
 	switch {
-	case !found:
-		// A concurrent request took the event id between the insert and the read.
+	case errors.Is(err, pgx.ErrNoRows):
+		// A concurrent request took the event id, not committed when the read began.
 		return 0, false, unavailable("record an unchanged request", errors.New("the event id was recorded concurrently; retry"))
+	case err != nil:
+		return 0, false, unavailable("record an unchanged request", err)
 	case inserted:
 		return Accepted, true, nil
 	}
