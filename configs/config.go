@@ -227,7 +227,7 @@ func Load(getenv func(string) string) (Config, error) {
 		KafkaAddr:            get("LEADERBOARD_KAFKA_EMBEDDED_ADDR", "127.0.0.1:0"),
 		TopicPrefix:          get("LEADERBOARD_TOPIC_PREFIX", "leaderboard"),
 		ScorePartitions:      intVar("LEADERBOARD_SCORE_PARTITIONS", 16, 1, 1024),
-		ProjectorWindow:      intVar("LEADERBOARD_PROJECTOR_WINDOW", 64, 1, 1024),
+		ProjectorWindow:      intVar("LEADERBOARD_PROJECTOR_WINDOW", 128, 1, 1024),
 		OutboxShards:         intVar("LEADERBOARD_OUTBOX_SHARDS", 4, 1, 64),
 		TopN:                 intVar("LEADERBOARD_TOP_N", 100, 100, 1000), // a top read takes up to 100
 		JWTSecret:            get("LEADERBOARD_JWT_SECRET", DevJWTSecret),
