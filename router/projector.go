@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -41,13 +42,50 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 	if err != nil {
 		return nil, fmt.Errorf("projector poison queue: %w", err)
 	}
+	r.AddMiddleware(presizeStack)
 	if throttle.N > 0 {
 		r.AddMiddleware(middleware.NewThrottle(int64(throttle.N), throttle.Per).Middleware)
 	}
 	if stuck != nil {
 		r.AddMiddleware(stuck.Middleware)
 	}
-	r.AddMiddleware(
+	r.AddMiddleware(projectorMiddleware(poison, wlog, logger)...)
+	// Innermost: every attempt is measured, so failed attempts count the retries.
+	addMetrics(r, reg)
+	r.AddConsumerHandler(ProjectorHandlerName, topic, sub, handle)
+	return r, nil
+}
+
+// presizeStack, outermost, grows the stack of the goroutine Watermill starts for each
+// message to stackFor at once, while it holds two frames. Otherwise it grows at the
+// bottom of the middleware chain, about 3 KB down, where copying it means walking some
+// twenty frames: 5 % of the service's CPU at saturation went to that copy
+// (runtime.copystack under Batcher.Go, in a profile of 20 s).
+func presizeStack(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		touchStack(0)
+		return h(msg)
+	}
+}
+
+// stackFor is the stack a message's goroutine gets at once: the chain to the handler's
+// wait takes about 3.5 KB of frames, and Go grows a stack by doubling, to 8 KB here.
+const stackFor = 6 << 10
+
+// touchStack takes a frame of stackFor bytes, so that its call grows the stack past it;
+// i is 0, an index the compiler cannot see, so that the frame is neither elided nor
+// shrunk.
+//
+//go:noinline
+func touchStack(i int) byte {
+	var frame [stackFor]byte
+	frame[i] = 1
+	return frame[len(frame)-1-i]
+}
+
+// projectorMiddleware is the projector's chain from the correlation id to the recoverer.
+func projectorMiddleware(poison message.HandlerMiddleware, wlog watermill.LoggerAdapter, logger *slog.Logger) []message.HandlerMiddleware {
+	return []message.HandlerMiddleware{
 		middleware.CorrelationID,
 		poison,
 		middleware.Retry{
@@ -62,13 +100,9 @@ func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoP
 		}.Middleware,
 		stopRetryOnPermanent,
 		logAttempts(logger.With("role", "projector", "handler", ProjectorHandlerName)),
-		middleware.Timeout(20*time.Second),
+		middleware.Timeout(20 * time.Second),
 		middleware.Recoverer,
-	)
-	// Innermost: every attempt is measured, so failed attempts count the retries.
-	addMetrics(r, reg)
-	r.AddConsumerHandler(ProjectorHandlerName, topic, sub, handle)
-	return r, nil
+	}
 }
 
 // Throttle is a cap of N messages per Per (zero: none).
