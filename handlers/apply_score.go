@@ -1,10 +1,8 @@
 package handlers
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,11 +126,9 @@ func (a *ApplyScore) Handle(msg *message.Message) error {
 // decode reads a ScoreSubmitted and checks every field against the boards it names; it
 // returns one event per board the command counts for.
 func (a *ApplyScore) decode(payload []byte) ([]storage.ScoreEvent, error) {
-	var cmd messages.ScoreSubmitted
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cmd); err != nil {
-		return nil, fmt.Errorf("decode ScoreSubmitted: %w", err)
+	cmd, err := messages.DecodeScoreSubmitted(payload)
+	if err != nil {
+		return nil, err
 	}
 	if err := cmd.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid ScoreSubmitted: %w", err)
