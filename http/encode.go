@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,7 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/openleaderboard/leaderboard/messages"
 )
 
 type errorBody struct {
@@ -81,10 +85,32 @@ func badRequest(code, format string, args ...any) *apiError {
 }
 
 // decodeStrict decodes one JSON object into dst: unknown fields, trailing data and
-// bodies over maxBodyBytes are errors.
+// bodies over maxBodyBytes are errors. A body of plain members (messages.ScanFlat) that
+// dst reads itself (flatDecoder) is decoded without reflection; any other goes through
+// encoding/json as it came, read error included.
 func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	var body io.Reader = r.Body
+	if flat, ok := dst.(flatDecoder); ok {
+		buf := bodyBuffers.Get().(*[maxBodyBytes + 1]byte)
+		defer bodyBuffers.Put(buf)
+		n, readErr := readFull(r.Body, buf[:])
+		if readErr == nil && n < len(buf) {
+			var members [8]messages.FlatMember
+			if k, ok := messages.ScanFlat(buf[:n], members[:]); ok && flat.decodeFlat(members[:k]) {
+				return nil
+			}
+		}
+		switch {
+		case readErr != nil:
+			body = io.MultiReader(bytes.NewReader(buf[:n]), errReader{readErr})
+		case n == len(buf): // cannot happen under MaxBytesReader: the rest is still to read
+			body = io.MultiReader(bytes.NewReader(buf[:n]), r.Body)
+		default:
+			body = bytes.NewReader(buf[:n])
+		}
+	}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
 	if err == nil {
@@ -106,6 +132,37 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 		return badRequest("invalid_json", "request body is not a valid JSON object: %v", err)
 	}
 }
+
+// flatDecoder is a request body that reads itself from plain members, as encoding/json
+// would read them, or reports false (and is left as it was).
+type flatDecoder interface {
+	decodeFlat([]messages.FlatMember) bool
+}
+
+// bodyBuffers hold request bodies while decodeStrict reads them: one byte more than a
+// body may have, so that a full buffer means a body cut short.
+var bodyBuffers = sync.Pool{New: func() any { return new([maxBodyBytes + 1]byte) }}
+
+// readFull reads r into buf until buf is full, EOF (nil) or another error.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// errReader gives err on every read: a body's read error, after its bytes.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // The answers of the hot reads (the top, one user's entry) are written without reflection,
 // byte for byte what encode writes for the same values (encode_test.go compares them). An

@@ -38,15 +38,75 @@ type writeRequest struct {
 	Signed bool
 }
 
+// scoreBody is the body of POST /v1/scores.
+type scoreBody struct {
+	Score   json.RawMessage `json:"score"`
+	EventID *string         `json:"event_id"`
+	UserID  *string         `json:"user_id"`
+}
+
+// decodeFlat reads a body of plain members (messages.ScanFlat) as encoding/json would.
+func (b *scoreBody) decodeFlat(members []messages.FlatMember) bool {
+	value, eventID, userID, ok := decodeFlatWrite(members, "score")
+	if ok {
+		*b = scoreBody{Score: value, EventID: eventID, UserID: userID}
+	}
+	return ok
+}
+
+// boardWriteBody is the body of POST /v1/boards/{board_id}/scores.
+type boardWriteBody struct {
+	Value    json.RawMessage `json:"value"`
+	EventID  *string         `json:"event_id"`
+	UserID   *string         `json:"user_id"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// decodeFlat reads a body of plain members (messages.ScanFlat) as encoding/json would;
+// metadata, an object, is never plain.
+func (b *boardWriteBody) decodeFlat(members []messages.FlatMember) bool {
+	value, eventID, userID, ok := decodeFlatWrite(members, "value")
+	if ok {
+		*b = boardWriteBody{Value: value, EventID: eventID, UserID: userID}
+	}
+	return ok
+}
+
+// decodeFlatWrite reads the members of a write's body: the value under valueKey (copied:
+// the body's buffer is reused), event_id and user_id, strings; false at anything else.
+func decodeFlatWrite(members []messages.FlatMember, valueKey string) (value json.RawMessage, eventID, userID *string, ok bool) {
+	for _, m := range members {
+		switch string(m.Key) {
+		case valueKey:
+			value = json.RawMessage(bytes.Clone(m.Value))
+		case "event_id":
+			if eventID = flatString(m); eventID == nil {
+				return nil, nil, nil, false
+			}
+		case "user_id":
+			if userID = flatString(m); userID == nil {
+				return nil, nil, nil, false
+			}
+		default:
+			return nil, nil, nil, false
+		}
+	}
+	return value, eventID, userID, true
+}
+
+// flatString is a plain member's string, nil when it is an integer.
+func flatString(m messages.FlatMember) *string {
+	if !m.IsString() {
+		return nil
+	}
+	s := string(m.Value[1 : len(m.Value)-1])
+	return &s
+}
+
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
 func (s *server) handleSubmitScore() http.HandlerFunc {
-	type request struct {
-		Score   json.RawMessage `json:"score"`
-		EventID *string         `json:"event_id"`
-		UserID  *string         `json:"user_id"`
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req request
+		var req scoreBody
 		b, _ := s.Config.Board(globalBoard)
 		if e := decodeStrict(w, r, &req); e != nil {
 			s.reject(w, r, b.ID, e, "")
@@ -59,18 +119,12 @@ func (s *server) handleSubmitScore() http.HandlerFunc {
 // handleBoardWrite answers POST /v1/boards/{board_id}/scores: a value on any board, by its
 // operator.
 func (s *server) handleBoardWrite() http.HandlerFunc {
-	type request struct {
-		Value    json.RawMessage `json:"value"`
-		EventID  *string         `json:"event_id"`
-		UserID   *string         `json:"user_id"`
-		Metadata json.RawMessage `json:"metadata"`
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.board(w, r, chi.URLParam(r, "board_id"))
 		if !ok {
 			return
 		}
-		var req request
+		var req boardWriteBody
 		if e := decodeStrict(w, r, &req); e != nil {
 			s.reject(w, r, b.ID, e, "")
 			return

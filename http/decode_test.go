@@ -1,0 +1,137 @@
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/openleaderboard/leaderboard/messages"
+)
+
+// decodeReference is decodeStrict as it was before its fast path: encoding/json alone.
+func decodeReference(w http.ResponseWriter, r *http.Request, dst any) *apiError {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return badRequest("body_too_large", "request body is larger than %d bytes", maxBodyBytes)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown_field", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, io.EOF):
+		return badRequest("invalid_json", "request body is empty")
+	default:
+		return badRequest("invalid_json", "request body is not a valid JSON object: %v", err)
+	}
+}
+
+// randomBody is a score body as clients write it, or one of the ways they get it wrong.
+func randomBody(r *rand.Rand, valueKey string) string {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	members := []string{}
+	if r.IntN(8) > 0 {
+		members = append(members, `"`+valueKey+`":`+pick(`1500`, `-3`, `0`, `12.5`, `1e3`, `"12"`, `null`, `true`, `[1]`, `{}`, `99999999999999999999`, `-0`, `01`))
+	}
+	if r.IntN(5) > 0 {
+		members = append(members, `"event_id":`+pick(`"m-17"`, `"a b"`, `"\u00e9"`, `"é"`, `"a\"b"`, `"\n"`, `null`, `17`, `""`, `"x\\y"`))
+	}
+	if r.IntN(5) > 0 {
+		members = append(members, `"user_id":`+pick(`"alice"`, `"Bob-2"`, `null`, `7`, `"<b>"`, "\"\xff\""))
+	}
+	if r.IntN(10) == 0 {
+		members = append(members, pick(`"metadata":{"map":"dust2"}`, `"metadata":null`, `"Score":5`, `"USER_ID":"u"`, `"extra":1`, `"user_id":"again"`, `"event_id":"again"`))
+	}
+	r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+	sep := pick(",", " , ", ",\n\t", ",,")
+	body := pick("{", " {", "\n{\r\n") + strings.Join(members, sep) + pick("}", " }\n", "}x", "} {}", "", "}]")
+	switch r.IntN(20) {
+	case 0:
+		body = ""
+	case 1:
+		body = `{"` + valueKey + `":"` + strings.Repeat("9", maxBodyBytes) + `"}` // too large
+	case 2:
+		body = body[:r.IntN(len(body)+1)] // cut short
+	}
+	return body
+}
+
+// TestDecodeStrictIsTheDecoder: for score bodies of both write endpoints, well-formed or
+// not, decodeStrict (its fast path or encoding/json) gives what encoding/json alone gave:
+// the same values and the same error, which later requests do not change (their bodies
+// reuse the buffer); and the fast path reads the plain bodies.
+func TestDecodeStrictIsTheDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	fast := 0
+	var prevGot, prevWant any
+	for i := range 20000 {
+		var got, want, flat any
+		key := "score"
+		if i%2 == 0 {
+			got, want, flat = &scoreBody{}, &scoreBody{}, &scoreBody{}
+		} else {
+			key = "value"
+			got, want, flat = &boardWriteBody{}, &boardWriteBody{}, &boardWriteBody{}
+		}
+		body := randomBody(r, key)
+		gotErr := decodeStrict(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)), got)
+		wantErr := decodeReference(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)), want)
+		if !reflect.DeepEqual(gotErr, wantErr) {
+			t.Fatalf("%q: error %+v, want %+v", body, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", body, got, want)
+		}
+		// The body's buffer goes to the next request: what this one decoded must not change.
+		if prevWant != nil && !reflect.DeepEqual(prevGot, prevWant) {
+			t.Fatalf("after %q the body before it decodes to %+v, want %+v", body, prevGot, prevWant)
+		}
+		prevGot, prevWant = got, want
+		if _, ok := scanBody(body, flat.(flatDecoder)); ok {
+			fast++
+		}
+	}
+	if fast < 1000 {
+		t.Errorf("the fast path read %d of 20000 bodies", fast)
+	}
+	var plain scoreBody
+	if _, ok := scanBody(`{"user_id":"alice","score":1500,"event_id":"m-17"}`, &plain); !ok || *plain.UserID != "alice" || string(plain.Score) != "1500" || *plain.EventID != "m-17" {
+		t.Errorf("the fast path does not read a plain body: %+v", plain)
+	}
+}
+
+// TestDecodeStrictReadErrors: a body that fails to read gives the error it gave before.
+func TestDecodeStrictReadErrors(t *testing.T) {
+	for _, body := range []string{`{"score":1`, `{"score":1}`, ``, `{"score":`} {
+		failing := func() io.Reader {
+			return io.MultiReader(strings.NewReader(body), errReader{errors.New("connection reset")})
+		}
+		var got, want scoreBody
+		gotErr := decodeStrict(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", failing()), &got)
+		wantErr := decodeReference(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", failing()), &want)
+		if !reflect.DeepEqual(gotErr, wantErr) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q then a read error: %+v %+v, want %+v %+v", body, gotErr, got, wantErr, want)
+		}
+	}
+}
+
+// scanBody runs the fast path alone.
+func scanBody(body string, dst flatDecoder) (int, bool) {
+	var members [8]messages.FlatMember
+	n, ok := messages.ScanFlat([]byte(body), members[:])
+	return n, ok && dst.decodeFlat(members[:n])
+}
