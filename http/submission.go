@@ -251,7 +251,7 @@ func bodyHash(w submit) []byte {
 // commandMessage is the outbox message of a command: UUID = event id, JSON payload, and
 // the metadata the relay and projector use.
 func commandMessage(cmd messages.ScoreSubmitted, correlationID string) (*message.Message, error) {
-	body, err := json.Marshal(cmd)
+	body, err := messages.EncodeScoreSubmitted(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("marshal command: %w", err)
 	}

@@ -175,3 +175,57 @@ func decodeFlatScoreSubmitted(payload []byte, cmd *ScoreSubmitted) bool {
 	}
 	return true
 }
+
+// EncodeScoreSubmitted is json.Marshal(cmd), written without reflection for the commands
+// the fast path decodes (no also, no metadata, strings of printable ASCII other than '"',
+// '\', '<', '>' and '&', which encoding/json writes as they are); any other goes through
+// json.Marshal.
+func EncodeScoreSubmitted(cmd ScoreSubmitted) ([]byte, error) {
+	if len(cmd.Also) > 0 || len(cmd.Metadata) > 0 {
+		return json.Marshal(cmd)
+	}
+	buf := make([]byte, 0, 160+len(cmd.EventID)+len(cmd.Board)+len(cmd.Period)+len(cmd.UserID)+len(cmd.NickName))
+	buf = append(buf, '{')
+	if cmd.Op != "" {
+		buf = append(buf, `"op":`...)
+		if buf = appendPlain(buf, cmd.Op); buf == nil {
+			return json.Marshal(cmd)
+		}
+		buf = append(buf, ',')
+	}
+	for _, f := range [...]struct{ key, value string }{
+		{`"event_id":`, cmd.EventID}, {`,"board":`, cmd.Board}, {`,"period":`, cmd.Period}, {`,"user_id":`, cmd.UserID},
+	} {
+		buf = append(buf, f.key...)
+		if buf = appendPlain(buf, f.value); buf == nil {
+			return json.Marshal(cmd)
+		}
+	}
+	if cmd.NickName != "" {
+		buf = append(buf, `,"nick_name":`...)
+		if buf = appendPlain(buf, cmd.NickName); buf == nil {
+			return json.Marshal(cmd)
+		}
+	}
+	buf = append(buf, `,"value":`...)
+	buf = strconv.AppendInt(buf, cmd.Value, 10)
+	buf = append(buf, `,"occurred_at":`...)
+	t, err := cmd.OccurredAt.MarshalJSON()
+	if err != nil {
+		return json.Marshal(cmd) // its error, as encoding/json words it
+	}
+	buf = append(buf, t...)
+	return append(buf, '}'), nil
+}
+
+// appendPlain appends s quoted when encoding/json writes it as it is, or returns nil.
+func appendPlain(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return nil
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}

@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -145,6 +146,24 @@ func TestScanFlat(t *testing.T) {
 		}
 		if n != c.want {
 			t.Errorf("ScanFlat(%q) = %d, want %d", c.in, n, c.want)
+		}
+	}
+}
+
+// TestEncodeScoreSubmittedIsMarshal: EncodeScoreSubmitted writes what json.Marshal writes,
+// byte for byte, for plain commands and for every other kind (escapes, HTML characters,
+// non-ASCII, also, metadata, times json.Marshal refuses).
+func TestEncodeScoreSubmittedIsMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(56, 78))
+	for i := range 20000 {
+		cmd := randomCommand(r)
+		if i%97 == 0 {
+			cmd.OccurredAt = time.Date(10000+r.IntN(5), 1, 1, 0, 0, 0, 0, time.UTC) // outside what RFC 3339 writes
+		}
+		want, wantErr := json.Marshal(cmd)
+		got, gotErr := EncodeScoreSubmitted(cmd)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
+			t.Fatalf("%#v:\n got %s %v\nwant %s %v", cmd, got, gotErr, want, wantErr)
 		}
 	}
 }
