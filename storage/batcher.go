@@ -40,9 +40,6 @@ type Batcher[T, R any] struct {
 	oneGatherer bool
 	gather      sync.Mutex
 
-	// replies holds reply channels (chan Result[R]) a Wait emptied, for the next items.
-	replies sync.Pool
-
 	mu     sync.RWMutex
 	closed bool
 	wg     sync.WaitGroup
@@ -102,11 +99,7 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 // Go queues item and returns at once; Wait on the answer gets its result. Nothing blocks
 // when nobody waits.
 func (b *Batcher[T, R]) Go(ctx context.Context, item T) Pending[R] {
-	reply, _ := b.replies.Get().(chan Result[R])
-	if reply == nil {
-		reply = make(chan Result[R], 1)
-	}
-	p := pending[T, R]{item: item, reply: reply}
+	p := pending[T, R]{item: item, reply: make(chan Result[R], 1)}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -114,7 +107,7 @@ func (b *Batcher[T, R]) Go(ctx context.Context, item T) Pending[R] {
 	}
 	select {
 	case b.queue <- p:
-		return Pending[R]{reply: p.reply, replies: &b.replies}
+		return Pending[R]{reply: p.reply}
 	case <-ctx.Done():
 		return Pending[R]{err: ctx.Err()}
 	}
@@ -122,9 +115,8 @@ func (b *Batcher[T, R]) Go(ctx context.Context, item T) Pending[R] {
 
 // Pending is the result to come of an item queued by Batcher.Go.
 type Pending[R any] struct {
-	reply   chan Result[R]
-	replies *sync.Pool // where reply goes once emptied
-	err     error
+	reply chan Result[R]
+	err   error
 }
 
 // Wait waits for the result: ctx's error if ctx ends first (the item may still be
@@ -136,9 +128,6 @@ func (p Pending[R]) Wait(ctx context.Context) (R, error) {
 	}
 	select {
 	case r := <-p.reply:
-		// Emptied, and nothing else sends on it: the next item may have it. A reply
-		// abandoned at ctx's end is not reused (its result is still to come).
-		p.replies.Put(p.reply)
 		return r.Value, r.Err
 	case <-ctx.Done():
 		return zero, ctx.Err()

@@ -108,44 +108,6 @@ func TestBatcherRespectsTheCallersContext(t *testing.T) {
 	}
 }
 
-// TestBatcherNeverReusesAnAbandonedReply: the reply of a caller that stopped waiting still
-// gets its result later, so it is never handed to another item (replies are reused once
-// a Wait emptied them): every later caller gets its own result.
-func TestBatcherNeverReusesAnAbandonedReply(t *testing.T) {
-	t.Parallel()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	b := storage.NewBatcher(1, 1, func(items []int) []storage.Result[int] {
-		if items[0] == 1 {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-		out := make([]storage.Result[int], len(items))
-		for i, v := range items {
-			out[i].Value = v * 10
-		}
-		return out
-	})
-	defer b.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	abandoned := make(chan error, 1)
-	go func() { _, err := b.Do(ctx, 1); abandoned <- err }()
-	<-entered
-	cancel()
-	if err := <-abandoned; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do with a cancelled context: %v", err)
-	}
-	close(release) // item 1's result goes to the reply nobody waits on
-	for i := 2; i <= 50; i++ {
-		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		v, err := b.Do(wctx, i)
-		wcancel()
-		if err != nil || v != i*10 {
-			t.Fatalf("item %d: got %d, %v; want %d (another item's reply?)", i, v, err, i*10)
-		}
-	}
-}
-
 func runtimeGosched() { runtime.Gosched() }
 
 // TestLingeringBatcherWaitsForMore: a worker that took an item waits for more until its
