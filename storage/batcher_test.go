@@ -108,6 +108,44 @@ func TestBatcherRespectsTheCallersContext(t *testing.T) {
 	}
 }
 
+// TestPendingWaitedTwiceNeverStealsAnotherResult: Pending is a value (copies share its
+// reply channel), so a second Wait on an answered Pending, or on a copy of it, must only
+// block until its ctx ends: never take the result of a later item, as it did while
+// replies were reused (found by a review, and the reuse taken out).
+func TestPendingWaitedTwiceNeverStealsAnotherResult(t *testing.T) {
+	ctx := context.Background()
+	b := storage.NewBatcher(1, 10, func(items []int) []storage.Result[int] {
+		out := make([]storage.Result[int], len(items))
+		for i, it := range items {
+			out[i] = storage.Result[int]{Value: it}
+		}
+		return out
+	})
+	defer b.Close()
+	for attempt := range 3 {
+		a := b.Go(ctx, 1000+attempt)
+		aCopy := a // e.g. a struct holding the Pending, copied
+		if v, err := a.Wait(ctx); err != nil || v != 1000+attempt {
+			t.Fatalf("first item: %v, %v", v, err)
+		}
+		next := b.Go(ctx, 2000+attempt) // another caller's item
+
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		stolen, err := aCopy.Wait(short) // answered already: nothing more may come
+		cancel()
+		if err == nil {
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			v, nextErr := next.Wait(short)
+			cancel()
+			t.Fatalf("a second Wait on an answered Pending returned %d, the next item's result; "+
+				"the next item's own Wait got %d, %v", stolen, v, nextErr)
+		}
+		if v, err := next.Wait(ctx); err != nil || v != 2000+attempt {
+			t.Fatalf("next item: %v, %v", v, err)
+		}
+	}
+}
+
 func runtimeGosched() { runtime.Gosched() }
 
 // TestLingeringBatcherWaitsForMore: a worker that took an item waits for more until its
