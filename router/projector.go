@@ -30,8 +30,9 @@ const DeadLetterTopic = "dead_letters"
 // topic, behind correlation id, poison queue (permanent errors and panics only), retry
 // with exponential backoff (transient errors only), timeout, and recoverer, in that order.
 //
-// stuck, when set, goes outermost and tracks partitions that keep failing; throttle, when
-// set (n per per), caps how fast messages are handled, across every partition.
+// presizeStack goes outermost; then throttle, when set (n per per), caps how fast messages
+// are handled, across every partition; then stuck, when set, tracks partitions that keep
+// failing.
 func NewProjectorRouter(sub message.Subscriber, topic string, handle message.NoPublishHandlerFunc, deadLetters message.Publisher, stuck *StuckPartitions, throttle Throttle, reg prometheus.Registerer, logger *slog.Logger) (*message.Router, error) {
 	wlog := NewLogger(logger.With("role", "projector"))
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, wlog)
