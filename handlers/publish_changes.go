@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +33,7 @@ type ChangePublisher struct {
 
 	mu      sync.Mutex
 	pending map[string]messages.LeaderboardChanged
-	users   map[string]map[string]bool // board:period -> users whose entries changed
+	users   map[boardPeriod]map[string]bool // users whose entries changed, by board period
 	wake    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
@@ -52,7 +51,7 @@ func NewChangePublisher(pub message.Publisher, topic, usersTopic string, logger 
 func newChangePublisher(pub message.Publisher, topic, usersTopic string, interval time.Duration, after func(time.Duration) <-chan time.Time, logger *slog.Logger) *ChangePublisher {
 	c := &ChangePublisher{
 		pub: pub, topic: topic, usersTopic: usersTopic, logger: logger, maxPending: 100_000, interval: interval, after: after,
-		pending: map[string]messages.LeaderboardChanged{}, users: map[string]map[string]bool{},
+		pending: map[string]messages.LeaderboardChanged{}, users: map[boardPeriod]map[string]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	go c.run()
@@ -80,13 +79,16 @@ func (c *ChangePublisher) TopChanged(board, period string, top storage.Top) {
 	}
 }
 
+// boardPeriod names a board period: a board's key (match:{id} for a match) and a period.
+type boardPeriod struct{ board, period string }
+
 // UsersChanged queues the users whose entries a batch changed on a board. Past maxPending
 // users waiting, new ones are dropped (their streams still see the top-N).
 func (c *ChangePublisher) UsersChanged(board, period string, users []string) {
 	if c.usersTopic == "" || len(users) == 0 {
 		return
 	}
-	key := board + ":" + period
+	key := boardPeriod{board, period}
 	c.mu.Lock()
 	set := c.users[key]
 	if set == nil {
@@ -128,15 +130,15 @@ func (c *ChangePublisher) run() {
 func (c *ChangePublisher) flush() {
 	c.mu.Lock()
 	batch, users := c.pending, c.users
-	c.pending, c.users = map[string]messages.LeaderboardChanged{}, map[string]map[string]bool{}
+	c.pending, c.users = map[string]messages.LeaderboardChanged{}, map[boardPeriod]map[string]bool{}
 	c.mu.Unlock()
 	for key, set := range users {
-		board, period, _ := strings.Cut(key, ":")
-		ev := messages.ScoresApplied{EventID: watermill.NewUUID(), Board: board, Period: period, OccurredAt: time.Now().UTC()}
+		// The board, not a key split again: a match board's id has a colon of its own.
+		ev := messages.ScoresApplied{EventID: watermill.NewUUID(), Board: key.board, Period: key.period, OccurredAt: time.Now().UTC()}
 		for u := range set {
 			ev.UserIDs = append(ev.UserIDs, u)
 		}
-		c.publish(c.usersTopic, key, ev.EventID, ev)
+		c.publish(c.usersTopic, key.board+":"+key.period, ev.EventID, ev)
 	}
 	for key, ev := range batch {
 		c.publish(c.topic, key, ev.EventID, ev)

@@ -150,10 +150,16 @@ func (k tokens) realtime(raw string) (*Claims, error) {
 	return k.parse(raw, jwt.WithAudience(realtimeAudience))
 }
 
-// signRealtime signs a realtime token for a user, valid for ttl.
-func (k tokens) signRealtime(sub, name string, ttl time.Duration) (string, time.Time, error) {
+// signRealtime signs a realtime token for a user, valid for ttl but never longer than the
+// service accepts (maxTTL) nor past until, the expiry of the bearer token it is traded
+// for (zero: none): a derived credential is worth no more than its parent.
+func (k tokens) signRealtime(sub, name string, ttl time.Duration, until time.Time) (string, time.Time, error) {
 	now := k.now()
-	exp := now.Add(ttl).UTC().Truncate(time.Second)
+	exp := now.Add(min(ttl, k.maxTTL))
+	if !until.IsZero() && until.Before(exp) {
+		exp = until
+	}
+	exp = exp.UTC().Truncate(time.Second)
 	claims := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, Audience: jwt.ClaimStrings{realtimeAudience}, ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now)},
 		Name:             name,

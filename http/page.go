@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"net/http"
+	"time"
 )
 
 var (
@@ -48,7 +49,7 @@ func (s *server) handlePage() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		page := withBoards
 		if s.Config.UsesDevSecret() {
-			if tok, _, err := s.tokens.signRealtime("viewer", "", s.Realtime.TokenTTL); err == nil {
+			if tok, _, err := s.tokens.signRealtime("viewer", "", s.Realtime.TokenTTL, time.Time{}); err == nil {
 				page = bytes.Replace(withBoards, devTokenMarker, []byte(`<meta name="lb-dev-token" content="`+tok+`">`), 1)
 			}
 		}

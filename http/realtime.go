@@ -19,7 +19,8 @@ type RealtimeConfig struct {
 	// WriteTimeout bounds one write to a client (default 10 s); a client that cannot
 	// take an event that long is dropped.
 	WriteTimeout time.Duration
-	// TokenTTL is the lifetime of tokens from /v1/realtime/token (default 10 min).
+	// TokenTTL is the lifetime of tokens from /v1/realtime/token (default 10 min; never more
+	// than LEADERBOARD_JWT_MAX_TTL, nor past the expiry of the bearer token they are traded for).
 	TokenTTL time.Duration
 	// Retry is the reconnection delay suggested to clients (default 2 s).
 	Retry time.Duration
@@ -47,7 +48,11 @@ func (s *server) handleRealtimeToken() http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := claimsFrom(r.Context())
-		tok, exp, err := s.tokens.signRealtime(c.Subject, c.Name, s.Realtime.TokenTTL)
+		var until time.Time
+		if c.ExpiresAt != nil {
+			until = c.ExpiresAt.Time
+		}
+		tok, exp, err := s.tokens.signRealtime(c.Subject, c.Name, s.Realtime.TokenTTL, until)
 		if err != nil {
 			writeError(w, r, http.StatusInternalServerError, "internal", "cannot sign token", "")
 			return

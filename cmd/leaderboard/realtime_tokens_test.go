@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	lbhttp "github.com/openleaderboard/leaderboard/http"
+)
+
+// TestMatchStreamUserRankUpdated: a stream of a match board (board=match:m-7) sends
+// user.rank.updated for the token's own user when their entry changes, as API.md promises
+// for any board. (The users' notification named board "match", period "m-7:all_time": the
+// board period was split at the match id's colon. Found by a review.)
+func TestMatchStreamUserRankUpdated(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, alice := mintToken(t, "game-server", "server"), mintToken(t, "alice")
+	point := func(user, body string) {
+		t.Helper()
+		if r := svc.do(t, http.MethodPost, "/v1/matches/m-7/users/"+user+"/point?wait=true", srv, body); r.status != 200 {
+			t.Fatalf("point for %s: %d %s", user, r.status, r.raw)
+		}
+	}
+	point("alice", `{"point": 3}`)
+	c := svc.mustStream(t, "board=match:m-7&token="+svc.realtimeToken(t, alice), "")
+	eventually(t, 20*time.Second, func() string {
+		if u := c.named("user.rank.updated"); len(u) == 0 || num(u[0].data["score"]) != 3 {
+			return fmt.Sprintf("own entry on connect: %v", u)
+		}
+		return ""
+	})
+	point("alice", `{"point": 5}`) // alice now has 8
+	// The top (a leaderboard.updated) reaches the stream: notifications flow.
+	eventually(t, 20*time.Second, func() string {
+		ups := c.named("leaderboard.updated")
+		if len(ups) == 0 {
+			return "no snapshot"
+		}
+		es, _ := ups[len(ups)-1].data["entries"].([]any)
+		if len(es) != 1 || num(es[0].(map[string]any)["score"]) != 8 {
+			return fmt.Sprintf("top on the stream: %v", ups[len(ups)-1].data)
+		}
+		return ""
+	})
+	// And the user's own rank event with the new score.
+	eventually(t, 10*time.Second, func() string {
+		u := c.named("user.rank.updated")
+		if last := u[len(u)-1]; num(last.data["score"]) != 8 || last.data["board"] != "match:m-7" {
+			return fmt.Sprintf("user.rank.updated events on the match stream: %v", u)
+		}
+		return ""
+	})
+}
+
+// TestRealtimeTokenWithShortMaxTTL: under LEADERBOARD_JWT_MAX_TTL=5m a realtime token lives
+// at most 5 minutes, so the stream accepts it (it signed 10-minute tokens, which it then
+// refused as living longer than the max TTL. Found by a review).
+func TestRealtimeTokenWithShortMaxTTL(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_JWT_MAX_TTL": "5m"})
+	bearer := signToken(t, shortClaims("short", 4*time.Minute))
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/top", bearer, ""); r.status != 200 {
+		t.Fatalf("bearer token within the max TTL: %d %s", r.status, r.raw)
+	}
+	rt := svc.realtimeToken(t, bearer)
+	if _, status := svc.stream(t, "board=global&token="+rt, ""); status != 200 {
+		t.Fatalf("stream with the service's own realtime token under LEADERBOARD_JWT_MAX_TTL=5m: %d, want 200", status)
+	}
+}
+
+func shortClaims(sub string, ttl time.Duration) lbhttp.Claims {
+	now := time.Now()
+	return lbhttp.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: sub, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}}
+}
+
+// TestRealtimeTokenNeverOutlivesItsBearer: a realtime token expires no later than the bearer
+// token it was traded for (it got 10 minutes whatever the bearer had left: a bearer token
+// about to expire bought streams for 10 more minutes. Found by a review).
+func TestRealtimeTokenNeverOutlivesItsBearer(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	bearerExp := time.Now().Add(20 * time.Second)
+	bearer := signToken(t, lbhttp.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "brief", IssuedAt: jwt.NewNumericDate(time.Now()), ExpiresAt: jwt.NewNumericDate(bearerExp)}})
+	r := svc.do(t, http.MethodGet, "/v1/realtime/token", bearer, "")
+	if r.status != 200 {
+		t.Fatalf("realtime token: %d %s", r.status, r.raw)
+	}
+	exp, err := time.Parse(time.RFC3339, r.body["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.After(bearerExp.Add(time.Second)) {
+		t.Fatalf("the realtime token expires at %s, %v after the bearer token it was traded for (%s)", exp, exp.Sub(bearerExp).Round(time.Second), bearerExp.UTC())
+	}
+}
