@@ -197,9 +197,12 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		}
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
-	if err != nil {
+	if errors.Is(err, errEventIDConflict) {
 		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
 	}
+	// Any other error leaves the outcome unknown (a client that hung up while its command
+	// waited for the outbox, a commit whose answer was lost: the command may still be
+	// accepted), so the lock stays: the retry with the same event id it asks for holds it.
 	s.answerSubmission(w, r, sub, res, err)
 }
 
