@@ -123,15 +123,23 @@ func allowedMethods(routes chi.Routes, path string) []string {
 var knownMethods = []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut}
 
 // loopbackHostOnly refuses requests that do not name a loopback host (localhost,
-// 127.0.0.0/8, [::1]) in Host. It guards a service running with the published development
-// secret (which listens on a loopback address only): a web page whose host name was made to
-// resolve to 127.0.0.1 (DNS rebinding) reaches it from the developer's browser as its own
-// origin, and could otherwise mint tokens with the known secret and call the admin API.
+// 127.0.0.0/8, [::1]) in Host, and requests a proxy forwarded. It guards a service running
+// with the published development secret (which listens on a loopback address only): a web
+// page whose host name was made to resolve to 127.0.0.1 (DNS rebinding) reaches it from the
+// developer's browser as its own origin, and a reverse proxy on the same machine (nginx's
+// proxy_pass http://127.0.0.1:8080 names that Host) from anywhere; either could otherwise
+// mint tokens with the known secret and call the admin API.
 func loopbackHostOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !configs.IsLoopback(withPort(r.Host)) {
 			writeError(w, r, http.StatusForbidden, "forbidden", "this service runs with the development secret and answers only requests to localhost, 127.0.0.1 or [::1]", "")
 			return
+		}
+		for _, h := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+			if _, ok := r.Header[h]; ok {
+				writeError(w, r, http.StatusForbidden, "forbidden", "this service runs with the development secret and answers no request a proxy forwarded ("+h+"): set LEADERBOARD_JWT_SECRET", "")
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
