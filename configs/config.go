@@ -377,6 +377,10 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_TOPIC_PREFIX=%q: want letters, digits, '_', '-' or '.'", c.TopicPrefix))
 	}
 	switch {
+	case !c.Runs(RoleAPI): // a relay or a projector checks no token: it needs no key
+		if c.UsesDevSecret() {
+			c.JWTSecret = ""
+		}
 	case c.UsesDevSecret() && checkHostPort(c.HTTPAddr) == nil && !IsLoopback(c.HTTPAddr):
 		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_SECRET: the development secret is published and accepted only while the API listens on a loopback address, not on %q: set a secret of at least %d bytes (for example: openssl rand -hex 32)", c.HTTPAddr, MinJWTSecretBytes))
 	case len(c.JWTSecret) < MinJWTSecretBytes:
