@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -160,9 +162,6 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			synced = append(synced, e.UserID)
 			continue
 		}
-		if e.NickName != "" {
-			out.NickNames[e.UserID] = e.NickName
-		}
 		if k := e.Key(); !seen[k] {
 			seen[k] = true
 			named = append(named, k)
@@ -196,6 +195,12 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		delete(fresh, hk) // an event id twice in one batch counts once
 		out.Fresh[i] = true
 		newEvents = append(newEvents, e)
+		// Only a command applied now names its user: one delivered again (after a
+		// rebalance, its user's later commands applied meanwhile) would put back an older
+		// name.
+		if e.NickName != "" {
+			out.NickNames[e.UserID] = e.NickName
+		}
 	}
 	out.NewEvents = len(newEvents)
 	out.Changed = map[string][]string{}
@@ -223,6 +228,25 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		queueWriteEntries(b, states, current)
 	}
 	queueNickNames(b, out.NickNames)
+	// A user named only by commands delivered again gets the name PostgreSQL holds, for
+	// the mirror (its Redis step may be what failed the first time).
+	var again []string
+	for i, e := range events {
+		if !out.Fresh[i] && e.NickName != "" && out.NickNames[e.UserID] == "" && !slices.Contains(again, e.UserID) {
+			again = append(again, e.UserID)
+		}
+	}
+	known := map[string]string{}
+	if len(again) > 0 {
+		b.Queue(`SELECT user_id, nick_name FROM users WHERE user_id = ANY($1) AND nick_name IS NOT NULL`, again).Query(func(rows pgx.Rows) error {
+			var u, n string
+			_, err := pgx.ForEachRow(rows, []any{&u, &n}, func() error {
+				known[u] = n
+				return nil
+			})
+			return err
+		})
+	}
 	queueDeleteForwarded(b, events, outboxShards)
 	var syncedEntries *[]EntryState
 	if len(synced) > 0 {
@@ -231,6 +255,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return AppliedBatch{}, err
 	}
+	maps.Copy(out.NickNames, known)
 	// An entry the batch names that is gone, removed before (a redelivered removal whose
 	// mirror failed, say), is mirrored as removed again: Redis deletes what it may still
 	// hold of it, and nothing newer.
