@@ -15,17 +15,27 @@ import (
 type StuckPartitions struct {
 	now      func() time.Time
 	position func(*message.Message) (partition int32, offset int64, ok bool)
+	claim    func(*message.Message) int64
 	desc     *prometheus.Desc
 
-	mu    sync.Mutex
-	stuck map[int32]map[int64]time.Time // per partition, failing offsets and when their first failing attempt started
-	seen  map[int32]bool                // partitions that were ever stuck (their series stays, at 0)
+	mu       sync.Mutex
+	stuck    map[int32]map[int64]stuckSince // per partition, failing offsets
+	seen     map[int32]bool                 // partitions that were ever stuck (their series stays, at 0)
+	released map[int32]int64                // per partition, the newest claim that ended here
+}
+
+// stuckSince is a failing message: when its first failing attempt started, and the claim
+// it was handed out under.
+type stuckSince struct {
+	at    time.Time
+	claim int64
 }
 
 // NewStuckPartitions returns a tracker reading time from now (time.Now in production).
 func NewStuckPartitions(now func() time.Time) *StuckPartitions {
 	return &StuckPartitions{
-		now: now, position: kafkaPosition, stuck: map[int32]map[int64]time.Time{}, seen: map[int32]bool{},
+		now: now, position: kafkaPosition, claim: func(m *message.Message) int64 { return MessageClaim(m.Context()) },
+		stuck: map[int32]map[int64]stuckSince{}, seen: map[int32]bool{}, released: map[int32]int64{},
 		desc: prometheus.NewDesc("leaderboard_projector_stuck_seconds",
 			"Age of the oldest message a partition keeps failing on with transient errors (0: not stuck).",
 			[]string{"partition"}, nil),
@@ -43,8 +53,12 @@ func (s *StuckPartitions) Middleware(h message.HandlerFunc) message.HandlerFunc 
 		if !ok {
 			return out, err
 		}
+		claim := s.claim(msg)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if claim != 0 && claim <= s.released[partition] {
+			return out, err // its partition went elsewhere: this process no longer waits on it
+		}
 		failing := s.stuck[partition]
 		if err == nil {
 			delete(failing, offset)
@@ -54,14 +68,32 @@ func (s *StuckPartitions) Middleware(h message.HandlerFunc) message.HandlerFunc 
 			return out, err
 		}
 		if failing == nil {
-			failing = map[int64]time.Time{}
+			failing = map[int64]stuckSince{}
 			s.stuck[partition] = failing
 			s.seen[partition] = true
 		}
 		if _, ok := failing[offset]; !ok {
-			failing[offset] = start
+			failing[offset] = stuckSince{start, claim}
 		}
 		return out, err
+	}
+}
+
+// Release forgets what a claim of the partition that ended left stuck (a rebalance moved
+// the partition to another replica, which reports it if it stays stuck), and the outcomes
+// of its messages still in flight. (A replica that kept a partition it no longer owned
+// stuck never cleared it: it never saw those offsets again, and /readyz stayed 503.)
+func (s *StuckPartitions) Release(partition int32, claim int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released[partition] = max(s.released[partition], claim)
+	for offset, f := range s.stuck[partition] {
+		if f.claim <= claim {
+			delete(s.stuck[partition], offset)
+		}
+	}
+	if len(s.stuck[partition]) == 0 {
+		delete(s.stuck, partition)
 	}
 }
 
@@ -77,8 +109,8 @@ func (s *StuckPartitions) Longest() time.Duration {
 	var longest time.Duration
 	now := s.now()
 	for _, failing := range s.stuck {
-		for _, since := range failing {
-			longest = max(longest, now.Sub(since))
+		for _, f := range failing {
+			longest = max(longest, now.Sub(f.at))
 		}
 	}
 	return longest
@@ -94,8 +126,8 @@ func (s *StuckPartitions) Collect(ch chan<- prometheus.Metric) {
 	now := s.now()
 	for p := range s.seen {
 		age := 0.0
-		for _, since := range s.stuck[p] {
-			age = max(age, now.Sub(since).Seconds())
+		for _, f := range s.stuck[p] {
+			age = max(age, now.Sub(f.at).Seconds())
 		}
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, age, strconv.Itoa(int(p)))
 	}

@@ -100,3 +100,37 @@ func TestStuckPartitions(t *testing.T) {
 type posKey struct{}
 
 func contextWith(v any) context.Context { return context.WithValue(context.Background(), posKey{}, v) }
+
+// TestStuckPartitionsRelease: a released claim's failures are forgotten, and so are those
+// of its messages that finish after it ended (they were in flight); a later claim of the
+// same partition counts again.
+func TestStuckPartitionsRelease(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := NewStuckPartitions(func() time.Time { return now })
+	s.position = func(m *message.Message) (int32, int64, bool) { return 3, 7, true }
+	claim := int64(1)
+	s.claim = func(*message.Message) int64 { return claim }
+	fail := func() {
+		_, _ = s.Middleware(func(*message.Message) ([]*message.Message, error) {
+			now = now.Add(time.Second)
+			return nil, errors.New("postgres down")
+		})(message.NewMessage("m", nil))
+	}
+	fail()
+	if s.Longest() == 0 {
+		t.Fatal("a failing delivery left nothing stuck")
+	}
+	s.Release(3, 1)
+	if l := s.Longest(); l != 0 {
+		t.Fatalf("after its claim was released: stuck for %v", l)
+	}
+	fail() // a message of claim 1 still in flight when the claim ended
+	if l := s.Longest(); l != 0 {
+		t.Fatalf("a late failure of a released claim: stuck for %v", l)
+	}
+	claim = 2 // the partition assigned here again
+	fail()
+	if s.Longest() == 0 {
+		t.Fatal("a failure under a new claim of the partition is not counted")
+	}
+}

@@ -44,7 +44,15 @@ type WindowSubscriber struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	drains    atomic.Int64 // revoked claims that drained (tests wait for one)
+	claims    atomic.Int64 // claims started, numbering them
+	// released, when set (OnRelease), is told of every claim that ended.
+	released func(partition int32, claim int64)
 }
+
+// OnRelease has f told the partition and number of every claim that ends (a rebalance
+// took the partition, or the session ended), once its messages in flight drained or were
+// given up. Call it before Subscribe.
+func (s *WindowSubscriber) OnRelease(f func(partition int32, claim int64)) { s.released = f }
 
 // WindowSubscriberConfig configures a WindowSubscriber.
 type WindowSubscriberConfig struct {
@@ -205,6 +213,10 @@ func (h *windowHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, cl sarama
 	c := &claim{h: h, sess: sess, keys: map[string][]*slot{}, outcomes: make(chan outcome, window),
 		draining: make(chan struct{}), stop: make(chan struct{})}
 	defer close(c.stop)
+	claimNo := h.s.claims.Add(1)
+	if f := h.s.released; f != nil {
+		defer f(cl.Partition(), claimNo)
+	}
 	in := cl.Messages()
 	for {
 		var read <-chan *sarama.ConsumerMessage
@@ -222,7 +234,7 @@ func (h *windowHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, cl sarama
 			if err != nil {
 				return fmt.Errorf("unmarshal message at offset %d of partition %d: %w", m.Offset, m.Partition, err)
 			}
-			sl := &slot{kafka: m, key: string(m.Key), msg: msg, ctx: withPosition(h.ctx, m.Partition, m.Offset)}
+			sl := &slot{kafka: m, key: string(m.Key), msg: msg, ctx: withPosition(h.ctx, m.Partition, m.Offset, claimNo)}
 			c.inflight = append(c.inflight, sl)
 			c.keys[sl.key] = append(c.keys[sl.key], sl)
 			if len(c.keys[sl.key]) == 1 {
@@ -344,10 +356,11 @@ type positionKey struct{}
 type position struct {
 	partition int32
 	offset    int64
+	claim     int64
 }
 
-func withPosition(ctx context.Context, partition int32, offset int64) context.Context {
-	return context.WithValue(ctx, positionKey{}, position{partition, offset})
+func withPosition(ctx context.Context, partition int32, offset, claim int64) context.Context {
+	return context.WithValue(ctx, positionKey{}, position{partition, offset, claim})
 }
 
 // MessagePosition returns the partition and offset a WindowSubscriber handed a message
@@ -355,4 +368,12 @@ func withPosition(ctx context.Context, partition int32, offset int64) context.Co
 func MessagePosition(ctx context.Context) (partition int32, offset int64, ok bool) {
 	p, ok := ctx.Value(positionKey{}).(position)
 	return p.partition, p.offset, ok
+}
+
+// MessageClaim returns the number of the claim of its partition a WindowSubscriber handed
+// a message out under (rising in the process: each claim, a partition assigned, has its
+// own), 0 when there is none.
+func MessageClaim(ctx context.Context) int64 {
+	p, _ := ctx.Value(positionKey{}).(position)
+	return p.claim
 }

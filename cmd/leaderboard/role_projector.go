@@ -33,6 +33,7 @@ func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readi
 	}, handlers.NewProjectorMetrics(d.reg), d.logger)
 	stuck := router.NewStuckPartitions(time.Now)
 	d.reg.MustRegister(stuck)
+	sub.OnRelease(stuck.Release)
 	throttle := router.Throttle{N: d.cfg.ProjectorThrottle.N, Per: d.cfg.ProjectorThrottle.Per}
 	projector, err := router.NewProjectorRouter(sub, d.topics.Scores, apply.Handle, storage.NewDeadLetters(d.pool), stuck, throttle, d.reg, d.logger)
 	if err != nil {
