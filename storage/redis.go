@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -386,8 +387,23 @@ func (b *Boards) User(ctx context.Context, board, period, userID string) (Entry,
 	return e, nil
 }
 
-// Ping checks that Redis answers.
-func (b *Boards) Ping(ctx context.Context) error { return redisErr("ping", b.rdb.Ping(ctx).Err()) }
+// Ping checks that Redis answers, and a Redis Cluster that it serves every slot: its nodes
+// answer PING while the cluster is down.
+func (b *Boards) Ping(ctx context.Context) error {
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		return redisErr("ping", err)
+	}
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		info, err := cc.ClusterInfo(ctx).Result()
+		if err != nil {
+			return redisErr("cluster info", err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return fmt.Errorf("cluster info: %w: the cluster is not serving every slot", ErrUnavailable)
+		}
+	}
+	return nil
+}
 
 func parseTop(version, updated, body any) (Top, error) {
 	v, err1 := strconv.ParseInt(fmt.Sprint(version), 10, 64)
@@ -423,13 +439,18 @@ func parseTop(version, updated, body any) (Top, error) {
 	return top, nil
 }
 
+// unavailableReplies are the error replies of a Redis that cannot serve the command now
+// (starting, blocked by a script, a cluster missing a master or failing over, a replica
+// answering writes), as against a script's own error.
+var unavailableReplies = []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"}
+
 // redisErr marks every Redis failure but a script's own error as unavailability.
 func redisErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var rerr redis.Error
-	if errors.As(err, &rerr) && !strings.HasPrefix(rerr.Error(), "LOADING") && !strings.HasPrefix(rerr.Error(), "BUSY") {
+	if errors.As(err, &rerr) && !slices.ContainsFunc(unavailableReplies, func(p string) bool { return strings.HasPrefix(rerr.Error(), p) }) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if errors.Is(err, context.Canceled) {
