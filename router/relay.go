@@ -241,7 +241,9 @@ func (r *Relay) shardLoop(ctx context.Context, shard int) {
 // holdShard claims the shard and forwards batches while it holds it, until ctx ends or
 // the claim's connection fails (which releases it).
 func (r *Relay) holdShard(ctx context.Context, shard int) error {
-	claim, err := r.outbox.Claim(ctx, shard)
+	cctx, cancel := context.WithTimeout(ctx, relayCallTimeout)
+	claim, err := r.outbox.Claim(cctx, shard)
+	cancel()
 	if err != nil || claim == nil {
 		return err // nil, nil: another relay forwards this shard; try again later
 	}
@@ -321,10 +323,18 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// relayCallTimeout bounds each of the relay's PostgreSQL calls: a connection the network
+// cut off answers nothing and, without a deadline, held its shard until the system's TCP
+// timeout (about 15 minutes); past it the call fails and the relay drops the session
+// (which releases the shard's lock) and claims the shard again on a new one.
+const relayCallTimeout = 15 * time.Second
+
 // forward reads a batch after the shard's position, produces it in one request and
 // moves the position past it. pending says more rows wait behind an open transaction.
 func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending bool, err error) {
-	batch, pending, err := claim.Read(ctx, r.cfg.Batch)
+	rctx, cancel := context.WithTimeout(ctx, relayCallTimeout)
+	batch, pending, err := claim.Read(rctx, r.cfg.Batch)
+	cancel()
 	if err != nil || len(batch) == 0 {
 		return 0, pending, err
 	}
@@ -340,7 +350,10 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 	if err := r.producer.SendMessages(out); err != nil {
 		return 0, false, fmt.Errorf("produce %d messages: %w", len(out), err)
 	}
-	if err := claim.Ack(ctx); err != nil {
+	actx, cancel := context.WithTimeout(ctx, relayCallTimeout)
+	err = claim.Ack(actx)
+	cancel()
+	if err != nil {
 		return 0, false, err
 	}
 	r.batches.Observe(float64(len(batch)))
