@@ -56,8 +56,8 @@ func TestComposeStack(t *testing.T) {
 	if p := *svc("api-1").Environment["LEADERBOARD_SCORE_PARTITIONS"]; !strings.Contains(init, "--topic "+topics.Scores+" --partitions "+p+" ") {
 		t.Errorf("kafka-init does not create %s with the %s partitions the service is configured for", topics.Scores, p)
 	}
-	if !strings.Contains(init, "cleanup.policy=compact") {
-		t.Errorf("notifications topic is not compacted")
+	if !strings.Contains(init, "cleanup.policy=compact,delete --config retention.ms=86400000") {
+		t.Errorf("notifications topic is not compacted and kept a day")
 	}
 
 	// Every name configs reads, by asking Load which names it looks up.

@@ -60,7 +60,7 @@ func (e *EmbeddedKafka) Addrs() []string { return e.cluster.ListenAddrs() }
 func (e *EmbeddedKafka) Close() { e.cluster.Close() }
 
 // EnsureTopics creates the topics that do not exist yet: the score events partitioned
-// by user, and the compacted notifications keyed by board and period.
+// by user, and the notifications keyed by board and period (compacted, kept a day).
 func EnsureTopics(brokers []string, t Topics) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = KafkaVersion
@@ -69,10 +69,12 @@ func EnsureTopics(brokers []string, t Topics) error {
 		return fmt.Errorf("kafka admin: %w", err)
 	}
 	defer admin.Close()
-	compact, hour := "compact", "3600000"
+	// Notifications are read from the newest offset only: compacted (one per board period)
+	// and deleted after a day, or every day and every match would keep its last top forever.
+	compact, day, hour := "compact,delete", "86400000", "3600000"
 	want := map[string]*sarama.TopicDetail{
 		t.Scores:        {NumPartitions: t.ScorePartitions, ReplicationFactor: -1},
-		t.Notifications: {NumPartitions: 3, ReplicationFactor: -1, ConfigEntries: map[string]*string{"cleanup.policy": &compact}},
+		t.Notifications: {NumPartitions: 3, ReplicationFactor: -1, ConfigEntries: map[string]*string{"cleanup.policy": &compact, "retention.ms": &day}},
 		t.UserUpdates:   {NumPartitions: 3, ReplicationFactor: -1, ConfigEntries: map[string]*string{"retention.ms": &hour}},
 	}
 	existing, err := admin.ListTopics()

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"github.com/IBM/sarama"
 	"log/slog"
 	"testing"
 	"time"
@@ -300,5 +301,39 @@ func TestWindowSubscriberDrainsARevokedPartition(t *testing.T) {
 			got[p] = true
 		}
 		m.Ack()
+	}
+}
+
+// TestNotificationsTopicIsKeptADay: the notifications topic is compacted and its records
+// deleted after a day (read from the newest offset only, it would otherwise keep the last
+// top of every day and every match forever).
+func TestNotificationsTopicIsKeptADay(t *testing.T) {
+	t.Parallel()
+	broker, err := StartEmbeddedKafka("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	topics := NewTopics("notif-retention", 2)
+	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	admin, err := sarama.NewClusterAdmin(broker.Addrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topics.Notifications})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		got[e.Name] = e.Value
+	}
+	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "86400000" {
+		t.Errorf("notifications topic: cleanup.policy %q, retention.ms %q; want compact,delete and a day", got["cleanup.policy"], got["retention.ms"])
 	}
 }
