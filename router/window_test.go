@@ -325,12 +325,12 @@ func TestNotificationsTopicIsKeptADay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topics.Notifications})
-	if err != nil {
-		t.Fatal(err)
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topics.Notifications}}, sarama.DescribeConfigsOptions{})
+	if err != nil || len(results) != 1 || results[0].ErrorCode != sarama.ErrNoError {
+		t.Fatalf("describe the notifications topic: %v %+v", err, results)
 	}
 	got := map[string]string{}
-	for _, e := range entries {
+	for _, e := range results[0].Configs {
 		got[e.Name] = e.Value
 	}
 	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "86400000" {
