@@ -245,8 +245,11 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 
 	if c.PprofAddr != "" {
-		if err := checkHostPort(c.PprofAddr); err != nil {
+		switch err := checkHostPort(c.PprofAddr); {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("LEADERBOARD_PPROF_ADDR=%q: %w", c.PprofAddr, err))
+		case !IsLoopback(c.PprofAddr): // pprof asks no credentials, and a profile costs CPU
+			errs = append(errs, fmt.Errorf("LEADERBOARD_PPROF_ADDR=%q: pprof has no authentication: want a loopback address (127.0.0.1:6060; kubectl port-forward reaches it)", c.PprofAddr))
 		}
 	}
 	if err := checkHostPort(c.HTTPAddr); err != nil {

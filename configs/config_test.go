@@ -188,6 +188,8 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"LEADERBOARD_JWT_SECRET", "0123456789abcdef0123456789abcde"}, // 31 bytes
 		{"LEADERBOARD_HTTP_ADDR", "0.0.0.0:8080"},                     // the development secret off loopback
 		{"LEADERBOARD_JWT_MAX_TTL", "forever"},
+		{"LEADERBOARD_PPROF_ADDR", ":6060"}, // every interface: pprof has no authentication
+		{"LEADERBOARD_PPROF_ADDR", "0.0.0.0:6060"},
 		{"LEADERBOARD_PROJECTOR_STUCK_AFTER", "10ms"},
 		{"LEADERBOARD_OUTBOX_SHARDS", "two"},
 		{"LEADERBOARD_OUTBOX_SHARDS", "1.5"},
