@@ -166,3 +166,30 @@ func TestMigrateAdoptsTheHandWrittenMigrator(t *testing.T) {
 		t.Errorf("the existing request did not survive 0004 (user-scoped keys): %d, %v", n, err)
 	}
 }
+
+// TestMigrateRefusesFewerShardsThanHeldOutboxes: lowering the shard count while a shard
+// past it still holds commands is refused (no relay would forward them: accepted commands
+// never applied); once that shard is empty, it is allowed.
+func TestMigrateRefusesFewerShardsThanHeldOutboxes(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 3)
+	ctx := testContext(t)
+	schema := storage.NewOutboxSchema()
+	table := schema.Messages.MessagesTable(schema.Topic(2))
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ('e-1', '{}', '{}', pg_current_xact_id())`); err != nil {
+		t.Fatal(err)
+	}
+	err := storage.Migrate(ctx, pool, schema, 2)
+	if err == nil || !strings.Contains(err.Error(), "shard 2") {
+		t.Fatalf("Migrate to 2 shards while shard 2 holds a command: %v", err)
+	}
+	if err := storage.Migrate(ctx, pool, schema, 3); err != nil {
+		t.Fatalf("Migrate with the shards it had: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM `+table); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Migrate(ctx, pool, schema, 2); err != nil {
+		t.Fatalf("Migrate to 2 shards once shard 2 is empty: %v", err)
+	}
+}
