@@ -1,7 +1,6 @@
 package http
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -16,28 +15,7 @@ import (
 
 // decodeReference is decodeStrict as it was before its fast path: encoding/json alone.
 func decodeReference(w http.ResponseWriter, r *http.Request, dst any) *apiError {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &tooBig):
-		return badRequest("body_too_large", "request body is larger than %d bytes", maxBodyBytes)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown_field", "%s", strings.TrimPrefix(err.Error(), "json: "))
-	case errors.Is(err, io.EOF):
-		return badRequest("invalid_json", "request body is empty")
-	default:
-		return badRequest("invalid_json", "request body is not a valid JSON object: %v", err)
-	}
+	return decodeJSON(http.MaxBytesReader(w, r.Body, maxBodyBytes), dst)
 }
 
 // randomBody is a score body as clients write it, or one of the ways they get it wrong.

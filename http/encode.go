@@ -110,6 +110,12 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 			body = bytes.NewReader(buf[:n])
 		}
 	}
+	return decodeJSON(body, dst)
+}
+
+// decodeJSON decodes one JSON object from body into dst with encoding/json: unknown fields,
+// trailing data and a body over maxBodyBytes (body is a MaxBytesReader) are errors.
+func decodeJSON(body io.Reader, dst any) *apiError {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
