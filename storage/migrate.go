@@ -49,30 +49,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shard
 			}
 		}
 	}
-	return checkDroppedShards(ctx, pool, outbox, shards)
-}
-
-// checkDroppedShards refuses a shard count lower than the outbox tables that still hold
-// commands: no relay would forward those any more, and accepted commands would never be
-// applied. (Shards were always numbered from 0, so the first missing table ends them.)
-func checkDroppedShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
-	for shard := shards; ; shard++ {
-		table := outbox.Messages.MessagesTable(outbox.Topic(shard))
-		var exists bool
-		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-			return fmt.Errorf("migrate: look for outbox shard %d: %w", shard, err)
-		}
-		if !exists {
-			return nil
-		}
-		var held bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table+`)`).Scan(&held); err != nil {
-			return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
-		}
-		if held {
-			return fmt.Errorf("migrate: outbox shard %d (%s) still holds commands, and LEADERBOARD_OUTBOX_SHARDS=%d leaves it to no relay: run with at least %d shards until it is empty (its commands applied and pruned), then lower it", shard, table, shards, shard+1)
-		}
-	}
+	return nil
 }
 
 // adoptHandWrittenVersions carries a database migrated by the service's earlier,

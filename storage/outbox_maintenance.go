@@ -63,6 +63,33 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	return rewound, nil
 }
 
+// CheckDroppedShards refuses a shard count below an outbox table that still holds a
+// command neither applied nor dead-lettered: no relay would forward it any more, and an
+// accepted command would never be applied. Rows applied and waiting for the prune do not
+// count. (Shards were always numbered from 0, so the first missing table ends them.) The
+// service runs it at start; maintenance commands, which touch no shard, do not.
+func CheckDroppedShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
+	for shard := shards; ; shard++ {
+		table := outbox.Messages.MessagesTable(outbox.Topic(shard))
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return fmt.Errorf("look for outbox shard %d: %w", shard, err)
+		}
+		if !exists {
+			return nil
+		}
+		var pending bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table+` o
+			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o")+` AND h.event_id = `+rowEvent("o")+`)
+			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o")+` AND d.event_id = `+rowEvent("o")+`))`).Scan(&pending); err != nil {
+			return fmt.Errorf("outbox shard %d: %w", shard, err)
+		}
+		if pending {
+			return fmt.Errorf("outbox shard %d (%s) holds commands not applied yet, and LEADERBOARD_OUTBOX_SHARDS=%d leaves it to no relay: run with at least %d shards until they are applied, then lower it", shard, table, shards, shard+1)
+		}
+	}
+}
+
 // Prune looks at the oldest limit rows of a shard that the relay has passed and deletes
 // those whose event the projector has applied (or dead-lettered). It returns how many rows
 // it deleted: fewer than limit when one of them is still on its way.

@@ -167,29 +167,35 @@ func TestMigrateAdoptsTheHandWrittenMigrator(t *testing.T) {
 	}
 }
 
-// TestMigrateRefusesFewerShardsThanHeldOutboxes: lowering the shard count while a shard
-// past it still holds commands is refused (no relay would forward them: accepted commands
-// never applied); once that shard is empty, it is allowed.
-func TestMigrateRefusesFewerShardsThanHeldOutboxes(t *testing.T) {
+// TestCheckDroppedShards: lowering the shard count while a shard past it still holds a
+// command not applied is refused (no relay would forward it: an accepted command never
+// applied); a shard whose rows are applied (waiting for the prune) or empty is no reason
+// to refuse.
+func TestCheckDroppedShards(t *testing.T) {
 	t.Parallel()
 	pool := newMigratedPool(t, 3)
 	ctx := testContext(t)
 	schema := storage.NewOutboxSchema()
 	table := schema.Messages.MessagesTable(schema.Topic(2))
-	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ('e-1', '{}', '{}', pg_current_xact_id())`); err != nil {
+	if err := storage.CheckDroppedShards(ctx, pool, schema, 2); err != nil {
+		t.Fatalf("2 shards while shard 2 is empty: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ('e-1', '{}', '{"partition_key":"u1"}', pg_current_xact_id())`); err != nil {
 		t.Fatal(err)
 	}
-	err := storage.Migrate(ctx, pool, schema, 2)
+	err := storage.CheckDroppedShards(ctx, pool, schema, 2)
 	if err == nil || !strings.Contains(err.Error(), "shard 2") {
-		t.Fatalf("Migrate to 2 shards while shard 2 holds a command: %v", err)
+		t.Fatalf("2 shards while shard 2 holds a command not applied: %v", err)
 	}
-	if err := storage.Migrate(ctx, pool, schema, 3); err != nil {
-		t.Fatalf("Migrate with the shards it had: %v", err)
+	if err := storage.CheckDroppedShards(ctx, pool, schema, 3); err != nil {
+		t.Fatalf("the shards it had: %v", err)
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM `+table); err != nil {
+	// Applied: the row only waits for the prune (found by a review: it was refused).
+	if _, err := pool.Exec(ctx, `INSERT INTO score_history (event_id, board_id, period, user_id, operator, value, occurred_at)
+		VALUES ('e-1', 'global', 'all_time', 'u1', 'best', 5, now())`); err != nil {
 		t.Fatal(err)
 	}
-	if err := storage.Migrate(ctx, pool, schema, 2); err != nil {
-		t.Fatalf("Migrate to 2 shards once shard 2 is empty: %v", err)
+	if err := storage.CheckDroppedShards(ctx, pool, schema, 2); err != nil {
+		t.Fatalf("2 shards while shard 2 holds only an applied command: %v", err)
 	}
 }

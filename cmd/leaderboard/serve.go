@@ -116,6 +116,9 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	if err := storage.Migrate(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
 		return d, closeAll, err
 	}
+	if err := storage.CheckDroppedShards(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
+		return d, closeAll, err
+	}
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
 	closers = append(closers, func() { _ = d.db.Close() })
 
