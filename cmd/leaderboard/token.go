@@ -28,6 +28,11 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 	if !messages.ValidUserID(*sub) {
 		return fmt.Errorf("token: -sub must be 1 to 64 of [A-Za-z0-9_.:-]")
 	}
+	// Under roles without the API, configs neither checks nor keeps the secret (nothing
+	// there verifies tokens): a token is signed with the key the API checks, or not at all.
+	if !cfg.UsesDevSecret() && len(cfg.JWTSecret) < configs.MinJWTSecretBytes {
+		return fmt.Errorf("token: LEADERBOARD_JWT_SECRET must be the API's secret (at least %d bytes), got %d bytes", configs.MinJWTSecretBytes, len(cfg.JWTSecret))
+	}
 	if *ttl <= 0 || *ttl > cfg.JWTMaxTTL {
 		return fmt.Errorf("token: -ttl must be positive and at most LEADERBOARD_JWT_MAX_TTL (%v): the service refuses longer-lived tokens", cfg.JWTMaxTTL)
 	}
