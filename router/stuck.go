@@ -24,11 +24,13 @@ type StuckPartitions struct {
 	released map[int32]int64                // per partition, the newest claim that ended here
 }
 
-// stuckSince is a failing message: when its first failing attempt started, and the claim
-// it was handed out under.
+// stuckSince is a failing message: when its first failing attempt started, the claim it
+// was handed out under, and whether that claim ended (released: not counted, unless the
+// partition comes back here and the message fails again, which keeps its age).
 type stuckSince struct {
-	at    time.Time
-	claim int64
+	at       time.Time
+	claim    int64
+	released bool
 }
 
 // NewStuckPartitions returns a tracker reading time from now (time.Now in production).
@@ -72,28 +74,33 @@ func (s *StuckPartitions) Middleware(h message.HandlerFunc) message.HandlerFunc 
 			s.stuck[partition] = failing
 			s.seen[partition] = true
 		}
-		if _, ok := failing[offset]; !ok {
-			failing[offset] = stuckSince{start, claim}
+		f, ok := failing[offset]
+		if !ok {
+			f.at = start
 		}
+		// Failing again under a later claim (an eager rebalance ends every claim, the ones
+		// it gives back here too), the message keeps the age of its first failure.
+		f.claim, f.released = claim, false
+		failing[offset] = f
 		return out, err
 	}
 }
 
-// Release forgets what a claim of the partition that ended left stuck (a rebalance moved
-// the partition to another replica, which reports it if it stays stuck), and the outcomes
-// of its messages still in flight. (A replica that kept a partition it no longer owned
-// stuck never cleared it: it never saw those offsets again, and /readyz stayed 503.)
+// Release stops counting what a claim of the partition that ended left stuck (a rebalance
+// moved the partition, perhaps to another replica, which reports it if it stays stuck),
+// and ignores the outcomes of its messages still in flight. If the partition comes back
+// here and a message fails again, it counts from its first failure. (A replica that kept
+// a partition it no longer owned stuck never cleared it: it never saw those offsets
+// again, and /readyz stayed 503.)
 func (s *StuckPartitions) Release(partition int32, claim int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.released[partition] = max(s.released[partition], claim)
 	for offset, f := range s.stuck[partition] {
 		if f.claim <= claim {
-			delete(s.stuck[partition], offset)
+			f.released = true
+			s.stuck[partition][offset] = f
 		}
-	}
-	if len(s.stuck[partition]) == 0 {
-		delete(s.stuck, partition)
 	}
 }
 
@@ -110,7 +117,9 @@ func (s *StuckPartitions) Longest() time.Duration {
 	now := s.now()
 	for _, failing := range s.stuck {
 		for _, f := range failing {
-			longest = max(longest, now.Sub(f.at))
+			if !f.released {
+				longest = max(longest, now.Sub(f.at))
+			}
 		}
 	}
 	return longest
@@ -127,7 +136,9 @@ func (s *StuckPartitions) Collect(ch chan<- prometheus.Metric) {
 	for p := range s.seen {
 		age := 0.0
 		for _, f := range s.stuck[p] {
-			age = max(age, now.Sub(f.at).Seconds())
+			if !f.released {
+				age = max(age, now.Sub(f.at).Seconds())
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, age, strconv.Itoa(int(p)))
 	}

@@ -134,3 +134,32 @@ func TestStuckPartitionsRelease(t *testing.T) {
 		t.Fatal("a failure under a new claim of the partition is not counted")
 	}
 }
+
+// TestStuckPartitionReassignedHereKeepsItsAge: a partition stuck on one message,
+// whose claim ends at a rebalance that gives it back to this same replica (an eager
+// rebalance ends every claim, also of partitions that stay), is still stuck on that message
+// since its first failing attempt: 3 minutes, past the default
+// LEADERBOARD_PROJECTOR_STUCK_AFTER of 1m. (A first version of Release forgot the age, so
+// a replica whose group rebalanced more often than STUCK_AFTER never reported the
+// partition. Found by a review.)
+func TestStuckPartitionReassignedHereKeepsItsAge(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := NewStuckPartitions(func() time.Time { return now })
+	s.position = func(*message.Message) (int32, int64, bool) { return 3, 7, true } // the same message every time
+	claim := int64(1)
+	s.claim = func(*message.Message) int64 { return claim }
+	fail := func() {
+		_, _ = s.Middleware(func(*message.Message) ([]*message.Message, error) {
+			now = now.Add(time.Second)
+			return nil, errors.New("postgres down")
+		})(message.NewMessage("m", nil))
+	}
+	fail()                         // t=0..1s: offset 7 starts failing under claim 1
+	now = now.Add(3 * time.Minute) // retries keep failing
+	s.Release(3, 1)                // a rebalance ends claim 1 ...
+	claim = 2                      // ... and assigns partition 3 here again
+	fail()                         // offset 7, redelivered, still fails
+	if got := s.Longest(); got < 3*time.Minute {
+		t.Fatalf("partition 3 failing on offset 7 for 3m on this replica (its claim renewed by a rebalance): stuck for %v, want at least 3m", got)
+	}
+}
