@@ -59,6 +59,20 @@ func (e *EmbeddedKafka) Addrs() []string { return e.cluster.ListenAddrs() }
 // Close stops the broker, flushing what it persists.
 func (e *EmbeddedKafka) Close() { e.cluster.Close() }
 
+// TopicSettingsError is EnsureTopics failing to give an existing topic its settings (a
+// broker whose ACLs let the service use topics but not alter them): the topics work, so a
+// caller may go on and warn.
+type TopicSettingsError struct {
+	Topic string
+	Err   error
+}
+
+func (e TopicSettingsError) Error() string {
+	return fmt.Sprintf("kafka set the retention of topic %s (set cleanup.policy=compact,delete and retention.ms=86400000 with Kafka's tools): %v", e.Topic, e.Err)
+}
+
+func (e TopicSettingsError) Unwrap() error { return e.Err }
+
 // EnsureTopics creates the topics that do not exist yet: the score events partitioned
 // by user, and the notifications keyed by board and period (compacted, kept a day).
 func EnsureTopics(brokers []string, t Topics) error {
@@ -81,8 +95,20 @@ func EnsureTopics(brokers []string, t Topics) error {
 	if err != nil {
 		return fmt.Errorf("kafka list topics: %w", err)
 	}
+	var settings error
 	for name, detail := range want {
 		if _, ok := existing[name]; ok {
+			if name == t.Notifications {
+				// Created by a version that only compacted it: give it its day's retention
+				// (incrementally: other settings an operator made stay).
+				set := map[string]sarama.IncrementalAlterConfigsEntry{}
+				for k, v := range detail.ConfigEntries {
+					set[k] = sarama.IncrementalAlterConfigsEntry{Operation: sarama.IncrementalAlterConfigsOperationSet, Value: v}
+				}
+				if err := admin.IncrementalAlterConfig(sarama.TopicResource, name, set, false); err != nil {
+					settings = TopicSettingsError{Topic: name, Err: err}
+				}
+			}
 			continue
 		}
 		err := admin.CreateTopic(name, detail, false)
@@ -90,7 +116,7 @@ func EnsureTopics(brokers []string, t Topics) error {
 			return fmt.Errorf("kafka create topic %s: %w", name, err)
 		}
 	}
-	return nil
+	return settings
 }
 
 // marshaler takes the Kafka key from the message metadata (messages.MetaPartitionKey):

@@ -142,7 +142,11 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 		logger.Info("embedded kafka broker started", "addrs", d.brokers, "data_dir", cfg.KafkaDataDir)
 	}
 	d.topics = router.NewTopics(cfg.TopicPrefix, cfg.ScorePartitions)
-	if err := router.EnsureTopics(d.brokers, d.topics); err != nil {
+	var settings router.TopicSettingsError
+	switch err := router.EnsureTopics(d.brokers, d.topics); {
+	case errors.As(err, &settings):
+		logger.Warn("kafka topic settings not applied", "err", err)
+	case err != nil:
 		return d, closeAll, err
 	}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -6,12 +6,12 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// TestNotificationsTopicOfAnEarlierVersionIsKeptADayReview4: a deployment that ran an
+// TestNotificationsTopicOfAnEarlierVersionIsKeptADay: a deployment that ran an
 // earlier version has the notifications topic compacted only (what EnsureTopics, and
 // compose's kafka-init, created then); the fix's day of retention must reach it too, or
-// it keeps the last top of every day and every match forever, as before. EnsureTopics
-// only creates missing topics and leaves the old policy in place.
-func TestNotificationsTopicOfAnEarlierVersionIsKeptADayReview4(t *testing.T) {
+// it keeps the last top of every day and every match forever, as before. (EnsureTopics
+// only created missing topics. Found by a review.)
+func TestNotificationsTopicOfAnEarlierVersionIsKeptADay(t *testing.T) {
 	t.Parallel()
 	broker, err := StartEmbeddedKafka("", 0)
 	if err != nil {
