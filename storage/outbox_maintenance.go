@@ -66,8 +66,8 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 // CheckDroppedShards refuses a shard count below an outbox table that still holds a
 // command neither applied nor dead-lettered: no relay would forward it any more, and an
 // accepted command would never be applied. Rows applied and waiting for the prune do not
-// count. (Shards were always numbered from 0, so the first missing table ends them.) The
-// service runs it at start; maintenance commands, which touch no shard, do not.
+// count. (Shards were always numbered from 0, so the first missing table ends them.) A
+// relay runs it at start; an API or projector process, or a maintenance command, need not.
 func CheckDroppedShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
 	for shard := shards; ; shard++ {
 		table := outbox.Messages.MessagesTable(outbox.Topic(shard))

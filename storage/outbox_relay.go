@@ -50,11 +50,13 @@ func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, 
 	// their event ids (and Rewind moves the position back further anyway). Nothing else
 	// runs on this session: Close ends it rather than returning it to the pool. Over TCP,
 	// PostgreSQL probes the session after 10 s of silence and ends it when 3 probes 5 s
-	// apart go unanswered: a relay cut off by the network (whose calls time out, so it
-	// drops the session) gives the shard's lock up within about 25 s, not when the
-	// system's keepalive (2 hours by default) notices.
+	// apart go unanswered, or when what it sends goes unacknowledged for 30 s: a relay cut
+	// off by the network (whose calls time out, so it drops the session) gives the shard's
+	// lock up within about 30 s, not when the system's keepalive (2 hours by default) or
+	// retransmissions (about 15 minutes) notice.
 	if _, err := conn.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', false), set_config('tcp_keepalives_idle', '10', false),
-		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)`); err != nil {
+		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false),
+		set_config('tcp_user_timeout', '30000', false)`); err != nil {
 		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
 		conn.Release()
 		return nil, err

@@ -116,8 +116,12 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	if err := storage.Migrate(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
 		return d, closeAll, err
 	}
-	if err := storage.CheckDroppedShards(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
-		return d, closeAll, err
+	// A relay with fewer shards than hold commands would leave them to nobody (an API with
+	// fewer only writes to fewer: the relays forward every shard they run).
+	if cfg.Runs(configs.RoleRelay) {
+		if err := storage.CheckDroppedShards(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
+			return d, closeAll, err
+		}
 	}
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
 	closers = append(closers, func() { _ = d.db.Close() })
