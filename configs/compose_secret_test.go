@@ -1,10 +1,7 @@
 package configs_test
 
 import (
-	"context"
 	"testing"
-
-	"github.com/compose-spec/compose-go/v2/cli"
 
 	"github.com/openleaderboard/leaderboard/configs"
 )
@@ -15,16 +12,7 @@ import (
 // checks and Prometheus; they refused to start without a real secret, so compose gave it
 // to them too. Found by a review).
 func TestJWTSecretOnlyWhereTokensAreChecked(t *testing.T) {
-	opts, err := cli.NewProjectOptions([]string{"../compose.yaml"},
-		cli.WithWorkingDirectory(".."), cli.WithName("leaderboard"),
-		cli.WithEnv([]string{"LEADERBOARD_JWT_SECRET=compose-test-secret-0123456789-abcd"}), cli.WithInterpolation(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := opts.LoadProject(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadCompose(t)
 	for _, name := range []string{"api-1", "api-2"} {
 		if v := p.Services[name].Environment["LEADERBOARD_JWT_SECRET"]; v == nil || *v == "" {
 			t.Errorf("compose gives %s no LEADERBOARD_JWT_SECRET", name)

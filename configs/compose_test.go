@@ -12,10 +12,10 @@ import (
 	"github.com/openleaderboard/leaderboard/router"
 )
 
-// TestComposeStack loads compose.yaml with compose-go (Docker is not needed) and checks
-// the stack: services and images, health checks and start order, the service's roles,
-// environment names and values that configs accepts, ports, and the topics it creates.
-func TestComposeStack(t *testing.T) {
+// loadCompose loads compose.yaml with compose-go (Docker is not needed), with a JWT secret
+// in the environment as `make up` asks for.
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{"../compose.yaml"},
 		cli.WithWorkingDirectory(".."), cli.WithName("leaderboard"),
 		cli.WithEnv([]string{"LEADERBOARD_JWT_SECRET=compose-test-secret-0123456789-abcd"}), cli.WithInterpolation(true))
@@ -26,6 +26,14 @@ func TestComposeStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// TestComposeStack loads compose.yaml with compose-go (Docker is not needed) and checks
+// the stack: services and images, health checks and start order, the service's roles,
+// environment names and values that configs accepts, ports, and the topics it creates.
+func TestComposeStack(t *testing.T) {
+	p := loadCompose(t)
 	svc := func(name string) types.ServiceConfig {
 		s, ok := p.Services[name]
 		if !ok {

@@ -13,19 +13,9 @@ import (
 // only created missing topics. Found by a review.)
 func TestNotificationsTopicOfAnEarlierVersionIsKeptADay(t *testing.T) {
 	t.Parallel()
-	broker, err := StartEmbeddedKafka("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
+	broker := startBroker(t)
 	topics := NewTopics("notif-upgrade", 2)
-	cfg := sarama.NewConfig()
-	cfg.Version = KafkaVersion
-	admin, err := sarama.NewClusterAdmin(broker.Addrs(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := newAdmin(t, broker)
 	compact := "compact"
 	if err := admin.CreateTopic(topics.Notifications, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: -1,
 		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false); err != nil {
@@ -34,14 +24,7 @@ func TestNotificationsTopicOfAnEarlierVersionIsKeptADay(t *testing.T) {
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
-	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topics.Notifications}}, sarama.DescribeConfigsOptions{})
-	if err != nil || len(results) != 1 || results[0].ErrorCode != sarama.ErrNoError {
-		t.Fatalf("describe the notifications topic: %v %+v", err, results)
-	}
-	got := map[string]string{}
-	for _, e := range results[0].Configs {
-		got[e.Name] = e.Value
-	}
+	got := topicConfig(t, admin, topics.Notifications)
 	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "86400000" {
 		t.Errorf("notifications topic after an upgrade: cleanup.policy %q, retention.ms %q; want compact,delete and a day", got["cleanup.policy"], got["retention.ms"])
 	}

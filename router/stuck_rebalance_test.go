@@ -22,11 +22,7 @@ import (
 // review).
 func TestStuckPartitionMovedToAnotherReplicaClears(t *testing.T) {
 	t.Parallel()
-	broker, err := StartEmbeddedKafka("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
+	broker := startBroker(t)
 	topics := NewTopics("stuck-review2", 2)
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)

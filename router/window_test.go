@@ -12,15 +12,22 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// windowEnv is a broker with a one-partition score topic holding n messages, keyed by
-// keys[i % len(keys)], payload "i".
-func windowEnv(t *testing.T, n int, keys ...string) (*EmbeddedKafka, Topics) {
+// startBroker starts an embedded broker, closed when the test ends.
+func startBroker(t *testing.T) *EmbeddedKafka {
 	t.Helper()
 	broker, err := StartEmbeddedKafka("", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(broker.Close)
+	return broker
+}
+
+// windowEnv is a broker with a one-partition score topic holding n messages, keyed by
+// keys[i % len(keys)], payload "i".
+func windowEnv(t *testing.T, n int, keys ...string) (*EmbeddedKafka, Topics) {
+	t.Helper()
+	broker := startBroker(t)
 	topics := NewTopics("window-test", 1)
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
@@ -245,11 +252,7 @@ func TestWindowSubscriberResendsANackedMessageHoldingItsKey(t *testing.T) {
 // that come meanwhile are committed, so neither consumer gets those messages again.
 func TestWindowSubscriberDrainsARevokedPartition(t *testing.T) {
 	t.Parallel()
-	broker, err := StartEmbeddedKafka("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
+	broker := startBroker(t)
 	topics := NewTopics("drain-test", 2)
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
@@ -309,31 +312,41 @@ func TestWindowSubscriberDrainsARevokedPartition(t *testing.T) {
 // top of every day and every match forever).
 func TestNotificationsTopicIsKeptADay(t *testing.T) {
 	t.Parallel()
-	broker, err := StartEmbeddedKafka("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
+	broker := startBroker(t)
 	topics := NewTopics("notif-retention", 2)
 	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
+	admin := newAdmin(t, broker)
+	got := topicConfig(t, admin, topics.Notifications)
+	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "86400000" {
+		t.Errorf("notifications topic: cleanup.policy %q, retention.ms %q; want compact,delete and a day", got["cleanup.policy"], got["retention.ms"])
+	}
+}
+
+// newAdmin is a Kafka admin client of broker, closed when the test ends.
+func newAdmin(t *testing.T, broker *EmbeddedKafka) sarama.ClusterAdmin {
+	t.Helper()
 	cfg := sarama.NewConfig()
 	cfg.Version = KafkaVersion
 	admin, err := sarama.NewClusterAdmin(broker.Addrs(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topics.Notifications}}, sarama.DescribeConfigsOptions{})
+	t.Cleanup(func() { _ = admin.Close() })
+	return admin
+}
+
+// topicConfig is a topic's configuration, by name.
+func topicConfig(t *testing.T, admin sarama.ClusterAdmin, topic string) map[string]string {
+	t.Helper()
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic}}, sarama.DescribeConfigsOptions{})
 	if err != nil || len(results) != 1 || results[0].ErrorCode != sarama.ErrNoError {
-		t.Fatalf("describe the notifications topic: %v %+v", err, results)
+		t.Fatalf("describe topic %s: %v %+v", topic, err, results)
 	}
 	got := map[string]string{}
 	for _, e := range results[0].Configs {
 		got[e.Name] = e.Value
 	}
-	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "86400000" {
-		t.Errorf("notifications topic: cleanup.policy %q, retention.ms %q; want compact,delete and a day", got["cleanup.policy"], got["retention.ms"])
-	}
+	return got
 }
