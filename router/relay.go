@@ -73,7 +73,8 @@ type RelayConfig struct {
 // after its position (rows of write transactions still open are left for later, as
 // watermill-sql does), produces them in one request, then moves its position (in the
 // shard's watermill-sql offsets table). At least once: a crash between produce and ack
-// forwards the batch again, and Run rewinds to the oldest unapplied command first.
+// forwards the batch again, and a relay that claims a shard rewinds it to the oldest
+// unapplied command first.
 // Ordering per user holds: a user's commands are in one shard, read in commit order, and
 // produced by an idempotent producer with one request in flight. One relay process works
 // a shard at a time (a session advisory lock); others stand by. An outbox commit's
@@ -164,19 +165,10 @@ func NewSyncProducer(brokers []string) (sarama.SyncProducer, error) {
 	return p, nil
 }
 
-// Run rewinds every shard past what was acknowledged but never applied, then forwards
-// and prunes until ctx ends.
+// Run forwards and prunes until ctx ends; each shard it claims, it first rewinds past
+// what was acknowledged but never applied (holdShard).
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.producer.Close()
-	for shard := range r.cfg.Shards {
-		n, err := r.outbox.Rewind(ctx, shard)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			r.logger.Info("relay rewound outbox to the oldest unapplied command", "shard", shard, "rows", n)
-		}
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.listen(gctx); return nil })
 	for shard := range r.cfg.Shards {
@@ -248,6 +240,19 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		return err // nil, nil: another relay forwards this shard; try again later
 	}
 	defer claim.Close()
+	// The rewind runs under the claim: while another relay forwards the shard, moving its
+	// position back would race that relay's acks, and an ack landing after it would undo
+	// it (a command the broker lost would then wait for the next rewind). Every claim
+	// rewinds, so a relay taking over from one that died recovers what it lost too.
+	rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+	n, err := r.outbox.Rewind(rctx, shard)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.logger.Info("relay rewound outbox to the oldest unapplied command", "shard", shard, "rows", n)
+	}
 	r.logger.Info("relay forwards shard", "shard", shard)
 	var (
 		prev  time.Time     // the start of the last read that forwarded rows or found none held back
@@ -328,6 +333,11 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // timeout (about 15 minutes); past it the call fails and the relay drops the session
 // (which releases the shard's lock) and claims the shard again on a new one.
 const relayCallTimeout = 15 * time.Second
+
+// rewindTimeout bounds the rewind of a shard just claimed, which looks for the oldest
+// unapplied command among the rows the relay passed and counts those after it: longer
+// than a call of the forwarding loop when the projector lags far behind.
+const rewindTimeout = time.Minute
 
 // forward reads a batch after the shard's position, produces it in one request and
 // moves the position past it. pending says more rows wait behind an open transaction.

@@ -74,6 +74,15 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 		t.Fatalf("again: forwarded %d, %v; want nothing: the position moved", n, err)
 	}
 
+	if got := kafkaUUIDs(ctx, t, broker, topics.Scores, 2); got[0] != "first" || got[1] != "second" {
+		t.Fatalf("Kafka order %v, want [first second]", got)
+	}
+}
+
+// kafkaUUIDs reads the first n messages of partition 0 of topic, each keyed u1, and
+// returns their Watermill uuids in order.
+func kafkaUUIDs(ctx context.Context, t *testing.T, broker *EmbeddedKafka, topic string, n int) []string {
+	t.Helper()
 	cfg := sarama.NewConfig()
 	cfg.Version = KafkaVersion
 	consumer, err := sarama.NewConsumer(broker.Addrs(), cfg)
@@ -81,13 +90,13 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer consumer.Close()
-	pc, err := consumer.ConsumePartition(topics.Scores, 0, sarama.OffsetOldest)
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
 	var got []string
-	for len(got) < 2 {
+	for len(got) < n {
 		select {
 		case m := <-pc.Messages():
 			for _, h := range m.Headers {
@@ -99,11 +108,91 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 				t.Errorf("key %q, want the partition key u1", m.Key)
 			}
 		case <-ctx.Done():
-			t.Fatalf("Kafka has %v", got)
+			t.Fatalf("Kafka has %v, want %d messages", got, n)
 		}
 	}
-	if got[0] != "first" || got[1] != "second" {
-		t.Fatalf("Kafka order %v, want [first second]", got)
+	return got
+}
+
+// TestRelayRewindsAShardItClaims: a relay that starts while another forwards a shard
+// leaves the shard's position alone, and rewinds it when it takes the shard over. Relay
+// A acknowledges rows a broker then lost; had B rewound at its start, A's next ack would
+// have moved the position past them again and no relay would ever forward them.
+func TestRelayRewindsAShardItClaims(t *testing.T) {
+	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-rewind")
+	outbox := storage.NewOutboxMaintenance(pool, schema)
+	table := schema.Messages.MessagesTable(schema.Topic(0))
+	insert := func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	position := func() (pos string) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+
+			schema.Offsets.MessagesOffsetsTable(schema.Topic(0))+` WHERE consumer_group = $1), 'none')`, storage.RelayConsumerGroup).Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		return pos
+	}
+	// A forwards what it reads to a broker that acknowledges and loses it.
+	a, err := outbox.Claim(ctx, 0)
+	if err != nil || a == nil {
+		t.Fatalf("claim: %v, %v", a, err)
+	}
+	aHeld := true
+	defer func() {
+		if aHeld {
+			a.Close()
+		}
+	}()
+	forwardLost := func(id string) {
+		t.Helper()
+		insert(id)
+		for ctx.Err() == nil { // read once no older transaction is open on the server
+			msgs, _, err := a.Read(ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) > 0 {
+				if len(msgs) != 1 || msgs[0].UUID != id {
+					t.Fatalf("A read %d messages, want %s", len(msgs), id)
+				}
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := a.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwardLost("lost")
+	acked := position()
+
+	b, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	<-b.Running()
+	time.Sleep(200 * time.Millisecond)
+	if now := position(); now != acked {
+		t.Fatalf("relay B moved the position of a shard relay A forwards: %s, then %s", acked, now)
+	}
+	forwardLost("lost-too") // A acks after B started
+	a.Close()               // and stops: B takes the shard over
+	aHeld = false
+	if got := kafkaUUIDs(ctx, t, broker, topics.Scores, 2); got[0] != "lost" || got[1] != "lost-too" {
+		t.Fatalf("Kafka has %v, want [lost lost-too]: B rewinds the shard it takes over", got)
 	}
 }
 
