@@ -92,7 +92,7 @@ func projectorMiddleware(poison message.HandlerMiddleware, wlog watermill.Logger
 	return []message.HandlerMiddleware{
 		middleware.CorrelationID,
 		poison,
-		middleware.Retry{
+		retryFailures(middleware.Retry{
 			MaxRetries:          4,
 			InitialInterval:     100 * time.Millisecond,
 			MaxInterval:         2 * time.Second,
@@ -101,7 +101,7 @@ func projectorMiddleware(poison message.HandlerMiddleware, wlog watermill.Logger
 			RandomizationFactor: 0.2,
 			ResetContextOnRetry: true,
 			Logger:              wlog,
-		}.Middleware,
+		}.Middleware),
 		stopRetryOnPermanent,
 		logAttempts(logger.With("role", "projector", "handler", ProjectorHandlerName)),
 		middleware.Timeout(20 * time.Second),
@@ -120,6 +120,37 @@ type Throttle struct {
 func shouldPoison(err error) bool {
 	var panicked middleware.RecoveredPanicError
 	return handlers.IsPermanent(err) || errors.As(err, &panicked)
+}
+
+// retryFailures runs a message's first attempt straight down the chain and hands only a
+// message whose first attempt failed to retry (Watermill's Retry), which is then given
+// that failure as its own first attempt's: it waits, retries and gives up as it would
+// have. Retry builds its backoff and options for every message, about a dozen
+// allocations, before its first attempt; nearly every message succeeds at once. A message
+// whose context has ended goes to retry unattempted, as Retry refuses it; a failed one
+// goes with the context it came with, not the one its attempt ended (Timeout's).
+func retryFailures(retry message.HandlerMiddleware) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			ctx := msg.Context()
+			if ctx.Err() != nil {
+				return retry(h)(msg)
+			}
+			out, err := h(msg)
+			if err == nil {
+				return out, nil
+			}
+			msg.SetContext(ctx) // the attempt's own (Timeout's) has ended; Retry keeps this one
+			replayed := false
+			return retry(func(m *message.Message) ([]*message.Message, error) {
+				if !replayed {
+					replayed = true
+					return out, err
+				}
+				return h(m)
+			})(msg)
+		}
+	}
 }
 
 // stopRetryOnPermanent ends Retry's loop at a permanent error: a message that can never

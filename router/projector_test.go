@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/openleaderboard/leaderboard/handlers"
 )
@@ -202,5 +203,68 @@ func TestRelayPacer(t *testing.T) {
 		if time.Since(start) > time.Second {
 			t.Fatal("no cap waited")
 		}
+	}
+}
+
+// TestProjectorRetriesFailedAttempts drives the projector's middleware chain with
+// handlers that fail: a transient failure is retried after Retry's first wait (100 ms ±
+// 20 %), one that keeps failing gets 4 retries and its error back (redelivered, never
+// dead-lettered), a permanent one no retry and goes to the dead letters, and a message
+// whose context has ended gets no attempt. The first attempt runs outside Retry
+// (retryFailures); this shows Retry then behaves as if it had made it.
+func TestProjectorRetriesFailedAttempts(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	dead := &capture{}
+	poison, err := middleware.PoisonQueueWithFilter(dead, DeadLetterTopic, shouldPoison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := projectorMiddleware(poison, NewLogger(logger), logger)
+	transient := errors.New("PostgreSQL unavailable")
+	run := func(ctx context.Context, fail func(attempt int) error) (attempts []time.Time, err error) {
+		var h message.HandlerFunc = func(*message.Message) ([]*message.Message, error) {
+			attempts = append(attempts, time.Now())
+			return nil, fail(len(attempts))
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			h = chain[i](h)
+		}
+		msg := message.NewMessage("m", []byte("{}"))
+		msg.SetContext(ctx)
+		_, err = h(msg)
+		return attempts, err
+	}
+
+	at, err := run(t.Context(), func(n int) error {
+		if n == 1 {
+			return transient
+		}
+		return nil
+	})
+	if err != nil || len(at) != 2 {
+		t.Fatalf("failing once: %d attempts, %v; want 2, nil", len(at), err)
+	}
+	if wait := at[1].Sub(at[0]); wait < 80*time.Millisecond {
+		t.Fatalf("retried after %v, want Retry's first wait (100 ms ± 20 %%)", wait)
+	}
+
+	at, err = run(t.Context(), func(int) error { return transient })
+	if !errors.Is(err, transient) || len(at) != 5 {
+		t.Fatalf("failing always: %d attempts, %v; want 5 (4 retries) and the error", len(at), err)
+	}
+	if wait := at[4].Sub(at[0]); wait < 1200*time.Millisecond {
+		t.Fatalf("4 retries within %v, want Retry's waits (100 + 200 + 400 + 800 ms ± 20 %%)", wait)
+	}
+
+	at, err = run(t.Context(), func(int) error { return handlers.Permanent(errors.New("malformed")) })
+	if err != nil || len(at) != 1 || len(dead.reasons()) != 1 {
+		t.Fatalf("a permanent failure: %d attempts, %v, %d dead letters; want 1 attempt, dead-lettered", len(at), err, len(dead.reasons()))
+	}
+
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	at, err = run(ended, func(int) error { return nil })
+	if !errors.Is(err, context.Canceled) || len(at) != 0 {
+		t.Fatalf("context ended: %d attempts, %v; want none, context canceled", len(at), err)
 	}
 }
