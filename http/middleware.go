@@ -54,13 +54,17 @@ func requestIDFrom(ctx context.Context) string {
 // one; it is echoed back and becomes the correlation id stored with every command the
 // request publishes. (chi's middleware.RequestID would take any client header, of any
 // length, and does not echo it.)
+// requestIDHeader is X-Request-ID as net/http keeps header names (canonical): spelled so,
+// Get and Set find it without allocating its canonical form on every request.
+const requestIDHeader = "X-Request-Id"
+
 func (s *server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-ID")
+		id := r.Header.Get(requestIDHeader)
 		if !messages.ValidEventID(id) {
 			id = uuid.NewString()
 		}
-		w.Header().Set("X-Request-ID", id)
+		w.Header().Set(requestIDHeader, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 	})
 }
