@@ -144,7 +144,11 @@ func (b Board) Combine(cur *EntryValue, v int64, at time.Time) (EntryValue, bool
 		if v > 0 && sum < cur.Value { // int64 overflow
 			sum = math.MaxInt64
 		}
-		return EntryValue{Value: b.clamp(sum), ReachedAt: maxTime(cur.ReachedAt, at), UpdatedAt: maxTime(cur.UpdatedAt, at)}, true
+		total, reached := b.clamp(sum), maxTime(cur.ReachedAt, at)
+		if total == cur.Value { // stopped at the bound: the value was reached before, and ties rank it so
+			reached = cur.ReachedAt
+		}
+		return EntryValue{Value: total, ReachedAt: reached, UpdatedAt: maxTime(cur.UpdatedAt, at)}, true
 	case OpSet:
 		if at.Before(cur.UpdatedAt) { // an older event than the entry's last change
 			return *cur, false

@@ -41,6 +41,7 @@ func TestBoardCombine(t *testing.T) {
 		{"incr asc: adds too (the order is only for ranking)", board(configs.OpIncr, configs.OrderAsc), cur, 7, sec(30), configs.EntryValue{107, sec(30), sec(30)}, true},
 		{"incr: a late event keeps the newest times", board(configs.OpIncr, configs.OrderDesc), cur, 7, sec(1), configs.EntryValue{107, sec(10), sec(20)}, true},
 		{"incr: the total stops at max_value", board(configs.OpIncr, configs.OrderDesc), cur, 950, sec(30), configs.EntryValue{1000, sec(30), sec(30)}, true},
+		{"incr: a delta at max_value keeps the reach time (ties rank it first)", board(configs.OpIncr, configs.OrderDesc), &configs.EntryValue{1000, sec(10), sec(20)}, 5, sec(30), configs.EntryValue{1000, sec(10), sec(30)}, true},
 		{"incr: the first delta stops at max_value", board(configs.OpIncr, configs.OrderDesc), nil, 5000, sec(1), configs.EntryValue{1000, sec(1), sec(1)}, true},
 		{"set: the latest wins", board(configs.OpSet, configs.OrderDesc), cur, 3, sec(30), configs.EntryValue{3, sec(30), sec(30)}, true},
 		{"set: the same value keeps its reach time", board(configs.OpSet, configs.OrderDesc), cur, 100, sec(30), configs.EntryValue{100, sec(10), sec(30)}, true},
