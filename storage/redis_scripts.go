@@ -185,8 +185,9 @@ end
 
 // topLua defines refreshTop(z, o, n, m, top, ver, topN, now, force, written): it
 // recomputes the cached top-N and, when its members or their order changed (or force says
-// so: true, or a set of users of whom one is in the top: their nick name or metadata
-// changed), gives it the next version of the board (nextVersion). It returns {changed,
+// so: true, or a set of users of whom one is in the top: their entry, nick name or
+// metadata changed, which a line shows even when the top's members and scores stay the
+// same, e.g. a set to the same value, whose updated_at moves), gives it the next version of the board (nextVersion). It returns {changed,
 // version, updated, body}, the body empty when nothing changed; a body line is user TAB
 // sort key TAB record (hex) TAB nick TAB metadata. written, when not nil, is the set of users whose
 // entry, nick name or metadata the caller may have written since the cached body was
@@ -314,15 +315,17 @@ if redis.call('EXISTS', KEYS[5]) == 0 then
   end
   return {-2}
 end
-local wrote, renamed, written = false, {}, {}
+local wrote, shown, written = false, {}, {}
 local i = 5
 for _ = 1, count do
   local user, rec, sortkey, version, nick, meta = ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5]
   i = i + 6
   written[user] = true
   local changed, named = upsert(KEYS[1], live, KEYS[3], KEYS[4], user, rec, sortkey, version, nick, meta)
-  if changed or named then wrote = true end
-  if named then renamed[user] = true end
+  if changed or named then
+    wrote = true
+    shown[user] = true
+  end
   if shadow then upsert(KEYS[7], shadow, KEYS[9], KEYS[10], user, rec, sortkey, version, nick, meta) end
 end
 expire(live, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], ttl, tonumber(now), false)
@@ -331,7 +334,7 @@ if not wrote or (live.topN and not live.topTouched) then
   return {0, tonumber(meta[1]) or 0, meta[2] or '0', ''}
 end
 -- refreshTop tells from the top itself whether it changed.
-return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now, renamed, written)
+return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now, shown, written)
 `)
 
 // loadScript writes entry states (version-guarded, so newer states the projector wrote
