@@ -227,7 +227,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		}
 		queueWriteEntries(b, states, current)
 	}
-	queueNickNames(b, out.NickNames)
+	renamedEntries := queueNickNames(b, out.NickNames)
 	// A user named only by commands delivered again gets the name PostgreSQL holds, for
 	// the mirror (its Redis step may be what failed the first time).
 	var again []string
@@ -272,15 +272,16 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
 	}
-	out.Entries = namedEntries(named, current, removed, syncedEntries)
+	out.Entries = namedEntries(named, current, removed, syncedEntries, renamedEntries)
 	return out, nil
 }
 
 // namedEntries is the state the transaction left of every entry the batch names, in the
 // order first named: current holds what it read under the entries' locks, updated by the
 // rows the write returned; a removed entry is gone from the table and goes last with its
-// removal (the Redis mirror deletes it). Entries of synced users follow, each entry once.
-func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []EntryState, synced *[]EntryState) []EntryState {
+// removal (the Redis mirror deletes it). Entries of synced and renamed users follow (read
+// after the batch's writes), each entry once.
+func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []EntryState, others ...*[]EntryState) []EntryState {
 	out := make([]EntryState, 0, len(named)+len(removed))
 	seen := make(map[EntryKey]bool, len(named))
 	gone := make(map[EntryKey]bool, len(removed))
@@ -293,9 +294,12 @@ func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []E
 			out = append(out, s)
 		}
 	}
-	if synced != nil {
-		for _, s := range *synced {
-			if !seen[s.Key()] {
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		for _, s := range *o {
+			if !seen[s.Key()] && !gone[s.Key()] {
 				seen[s.Key()] = true
 				out = append(out, s)
 			}
@@ -495,9 +499,14 @@ func queueEntryStates(b *pgx.Batch, what, sql string, states []EntryState, curre
 	})
 }
 
-func queueNickNames(b *pgx.Batch, names map[string]string) {
+// queueNickNames queues the write of the users' nick names and the read of every entry
+// of each user whose name it changed (or set first), on every board and period: the Redis
+// mirror keeps a name per board period, and these entries carry the new one there too, as
+// PostgreSQL's reads (and a rebuild) show it. The slice is filled when the batch's results
+// are read (nil when no user is named).
+func queueNickNames(b *pgx.Batch, names map[string]string) *[]EntryState {
 	if len(names) == 0 {
-		return
+		return nil
 	}
 	users := make([]string, 0, len(names))
 	for u := range names {
@@ -508,10 +517,25 @@ func queueNickNames(b *pgx.Batch, names map[string]string) {
 	for i, u := range users {
 		nicks[i] = names[u]
 	}
+	out := new([]EntryState)
 	b.Queue(`
-		INSERT INTO users (user_id, nick_name) SELECT * FROM unnest($1::text[], $2::text[])
-		ON CONFLICT (user_id) DO UPDATE SET nick_name = excluded.nick_name, updated_at = now()
-		WHERE users.nick_name IS DISTINCT FROM excluded.nick_name`, users, nicks)
+		WITH renamed AS (
+			INSERT INTO users (user_id, nick_name) SELECT * FROM unnest($1::text[], $2::text[])
+			ON CONFLICT (user_id) DO UPDATE SET nick_name = excluded.nick_name, updated_at = now()
+			WHERE users.nick_name IS DISTINCT FROM excluded.nick_name
+			RETURNING user_id)
+		SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id IN (SELECT user_id FROM renamed) ORDER BY 1, 2, 3`,
+		users, nicks).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			s, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
+			*out = append(*out, s)
+		}
+		return rows.Err()
+	})
+	return out
 }
 
 // queueDeleteForwarded queues, for each outbox shard below shards that events name rows

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/openleaderboard/leaderboard/storage"
@@ -35,5 +36,40 @@ func TestProjectionRedeliveryDoesNotRevertNickName(t *testing.T) {
 	}
 	if n := again.NickNames["alice"]; n != "Alicia" {
 		t.Errorf("the redelivery hands the mirror nick name %q for alice, want %q (PostgreSQL's: the mirror may be what failed the first time)", n, "Alicia")
+	}
+}
+
+// TestProjectionRenameNamesEveryEntryOfTheUser: alice scores on global as "Alice", then
+// on points as "Alicia". The second batch hands the mirror her global entry too, with
+// the new name: Redis keeps a name per board period, and PostgreSQL's reads (and a
+// rebuild) show the new one everywhere (found by a review: the global top went on
+// showing "Alice" from Redis). A batch that changes no name names no other entry.
+func TestProjectionRenameNamesEveryEntryOfTheUser(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	first := bestEvent("ev-1", "alice", 100, at(1))
+	first.NickName = "Alice"
+	mustApply(t, p, first)
+	entries := func(b storage.AppliedBatch) map[string]bool {
+		out := map[string]bool{}
+		for _, e := range b.Entries {
+			out[e.Board+":"+e.Period+":"+e.UserID] = true
+		}
+		return out
+	}
+	second := incrEvent("ev-2", "alice", 5, at(2))
+	second.NickName = "Alicia"
+	got := mustApply(t, p, second)
+	if want := map[string]bool{"points:all_time:alice": true, "global:all_time:alice": true}; len(got.Entries) != 2 || !maps.Equal(entries(got), want) {
+		t.Fatalf("the renaming batch names %v, want both of alice's entries once", got.Entries)
+	}
+	if got.NickNames["alice"] != "Alicia" {
+		t.Fatalf("nick names %v", got.NickNames)
+	}
+	third := incrEvent("ev-3", "alice", 5, at(3))
+	third.NickName = "Alicia"
+	if got := mustApply(t, p, third); len(got.Entries) != 1 || !entries(got)["points:all_time:alice"] {
+		t.Fatalf("a batch that renames nobody names %v, want only the entry it wrote", got.Entries)
 	}
 }
