@@ -123,9 +123,15 @@ func (s *server) handleStartSeason() http.HandlerFunc {
 			writeError(w, r, e.status, e.code, e.message, "")
 			return
 		}
-		if !configs.ValidSeason(req.Season) {
-			writeError(w, r, http.StatusBadRequest, "invalid_season", "season must be 1 to 32 of [A-Za-z0-9_.-]", "")
+		if !configs.ValidSeason(req.Season) || periodKeyword(req.Season) {
+			writeError(w, r, http.StatusBadRequest, "invalid_season", "season must be 1 to 32 of [A-Za-z0-9_.-], and not current or previous (which ?period= reads as the board's current and previous seasons)", "")
 			return
+		}
+		if req.Reason != "" {
+			if e := reasonOf(req.Reason); e != nil {
+				writeError(w, r, e.status, e.code, e.message, "")
+				return
+			}
 		}
 		if req.Season == configs.FirstSeason {
 			writeError(w, r, http.StatusConflict, "season_exists", "season "+configs.FirstSeason+" is the first season of every season board", "")

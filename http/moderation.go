@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -41,20 +42,25 @@ type Moderation struct {
 	// Holds marks an entry an adjustment or removal is on its way to (storage.Boards.Hold),
 	// so that the write path does not answer "unchanged" against what Redis still shows.
 	Holds interface {
-		Hold(ctx context.Context, board, period, userID, eventID string) error
+		Hold(ctx context.Context, board, period, userID, eventID string) (prev string, err error)
+		Restore(ctx context.Context, board, period, userID, eventID, prev string) error
 	}
 }
 
 // maxReasonChars bounds an admin's reason.
 const maxReasonChars = 500
 
-// reasonOf checks an admin's reason: required, at most maxReasonChars characters.
+// reasonOf checks an admin's reason: required, at most maxReasonChars characters of
+// text (valid UTF-8; of the control characters only tab, newline and carriage return:
+// PostgreSQL's text cannot hold a NUL, which was answered 503 as if it were down).
 func reasonOf(reason string) *apiError {
-	if reason == "" || utf8.RuneCountInString(reason) > maxReasonChars || !utf8.ValidString(reason) {
-		return badRequest("invalid_reason", "reason is required: 1 to %d characters", maxReasonChars)
+	if reason == "" || utf8.RuneCountInString(reason) > maxReasonChars || !utf8.ValidString(reason) || strings.ContainsFunc(reason, badReasonRune) {
+		return badRequest("invalid_reason", "reason is required: 1 to %d characters of text", maxReasonChars)
 	}
 	return nil
 }
+
+func badReasonRune(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f }
 
 // moderationCommand is the outbox command of a moderation action, with its idempotency
 // hash over what it does.
@@ -326,8 +332,10 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	detail["event_id"], detail["period"] = msg.EventID, msg.Period
 	// Held before it is durable: from then on no best score of the user on this board
 	// period is answered "unchanged" from what Redis shows until the projector mirrored it.
+	var prevHold string
 	if s.Moderation.Holds != nil {
-		if err := s.Moderation.Holds.Hold(r.Context(), msg.Board, msg.Period, msg.UserID, msg.EventID); err != nil {
+		var err error
+		if prevHold, err = s.Moderation.Holds.Hold(r.Context(), msg.Board, msg.Period, msg.UserID, msg.EventID); err != nil {
 			s.moderationFailed(w, r, err, msg.EventID)
 			return
 		}
@@ -336,6 +344,13 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	outcome, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, func(ctx context.Context, tx *sql.Tx) error {
 		return storage.RecordAuditTx(ctx, tx, audit)
 	})
+	// A command not accepted now (a reused event id, or a retry of one accepted before)
+	// gives the hold back; one whose outcome is unknown (err) keeps it: it may be accepted.
+	if err == nil && outcome != storage.Accepted && s.Moderation.Holds != nil {
+		if rerr := s.Moderation.Holds.Restore(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID, prevHold); rerr != nil {
+			s.Logger.Warn("restore the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
+		}
+	}
 	switch {
 	case err != nil:
 		s.moderationFailed(w, r, err, msg.EventID)

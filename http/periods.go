@@ -134,6 +134,10 @@ func (p *Periods) NextReset(b configs.Board) (time.Time, bool) {
 	return b.NextReset(p.now(), p.cfg.Timezone)
 }
 
+// periodKeyword reports whether name is one of the words ?period= reads as a relative
+// period (Resolve): no season may be named so, or it could never be read.
+func periodKeyword(name string) bool { return name == "current" || name == "previous" }
+
 // Resolve reads a ?period= of b: empty or "current" for the current period, "previous"
 // for the one before, or a period id. Its errors are errBadPeriod and errUnknownPeriod.
 func (p *Periods) Resolve(ctx context.Context, b configs.Board, raw string) (string, error) {

@@ -350,7 +350,7 @@ func TestHeldEntryReadsAsNoValue(t *testing.T) {
 	if got := read("alice", "bob"); got != "alice:true:42 bob:true:7" {
 		t.Fatalf("before the hold: %s", got)
 	}
-	if err := boards.Hold(ctx, "global", "all_time", "alice", "rm-1"); err != nil {
+	if _, err := boards.Hold(ctx, "global", "all_time", "alice", "rm-1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := read("alice", "bob"); got != "alice:false:0 bob:true:7" {
@@ -373,5 +373,43 @@ func TestHeldEntryReadsAsNoValue(t *testing.T) {
 	}
 	if got := read("alice", "bob"); got != "alice:true:42 bob:true:7" {
 		t.Errorf("released: %s", got)
+	}
+
+	// A command not accepted after all gives its hold back: to the command that held the
+	// user before it, or to nobody; and not when another command has held the user since.
+	hold := func(id, wantPrev string) {
+		t.Helper()
+		if prev, err := boards.Hold(ctx, "global", "all_time", "alice", id); err != nil || prev != wantPrev {
+			t.Fatalf("Hold(%s) = %q, %v; want the previous holder %q", id, prev, err, wantPrev)
+		}
+	}
+	restore := func(id, prev string) {
+		t.Helper()
+		if err := boards.Restore(ctx, "global", "all_time", "alice", id, prev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("adj-1", "")
+	restore("adj-1", "")
+	if got := read("alice"); got != "alice:true:42" {
+		t.Errorf("a hold restored to none: %s", got)
+	}
+	hold("adj-2", "")
+	hold("adj-3", "adj-2") // refused, say
+	restore("adj-3", "adj-2")
+	if got := read("alice"); got != "alice:false:0" {
+		t.Errorf("restored to the command held before: %s", got)
+	}
+	if err := boards.Unhold(ctx, "global", "all_time", "alice", "adj-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("alice"); got != "alice:true:42" {
+		t.Errorf("the command held before, applied: %s", got)
+	}
+	hold("adj-4", "")
+	hold("adj-5", "adj-4") // held since: adj-4's restore leaves it
+	restore("adj-4", "")
+	if got := read("alice"); got != "alice:false:0" {
+		t.Errorf("a restore after another command held the user: %s", got)
 	}
 }

@@ -623,10 +623,22 @@ func decodeRecords(users []string, res []any) ([]*storedEntry, error) {
 // leaves it until then, which only sends that user's writes through the pipeline.
 const heldTTL = 24 * time.Hour
 
-// holdScript holds a user (KEYS[1]: held; ARGV: user, event id, lifetime ms).
+// holdScript holds a user (KEYS[1]: held; ARGV: user, event id, lifetime ms) and returns
+// the event id that held it before ('' when none).
 var holdScript = redis.NewScript(`
+local prev = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return prev
+`)
+
+// restoreScript gives a user's hold back to the event id that held it before (ARGV[3];
+// '' releases it) if the event id ARGV[2] still holds it (KEYS[1]: held; ARGV: user, event
+// id, previous event id).
+var restoreScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+end
 return 0
 `)
 
@@ -640,10 +652,21 @@ return 0
 // (an adjustment or a removal, eventID), before the command is made durable: until the
 // projector mirrored it (Unhold), the write path's value reads (ValueReader) find no entry
 // for the user, so a best score is not answered "unchanged" against an entry the command
-// removes or lowers, and goes through the pipeline, after the command.
-func (b *Boards) Hold(ctx context.Context, board, period, userID, eventID string) error {
-	err := holdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, heldTTL.Milliseconds()).Err()
-	return redisErr("hold entry", err)
+// removes or lowers, and goes through the pipeline, after the command. It returns the
+// event id of the command that held the user before ('' when none), for Restore.
+func (b *Boards) Hold(ctx context.Context, board, period, userID, eventID string) (string, error) {
+	prev, err := holdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, heldTTL.Milliseconds()).Text()
+	return prev, redisErr("hold entry", err)
+}
+
+// Restore undoes a Hold of eventID whose command was not accepted after all (a reused
+// event id) or had been before (a retry, maybe applied and released already): the user is
+// held again by prev, the command that held it before (released when prev is ''), unless
+// another command has held it since. Without it the hold stayed for heldTTL, and the
+// user's best scores that do not improve were answered 202 instead of "unchanged".
+func (b *Boards) Restore(ctx context.Context, board, period, userID, eventID, prev string) error {
+	err := restoreScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, prev).Err()
+	return redisErr("restore hold", err)
 }
 
 // Unhold releases a hold of the event id (a newer command's hold stays).

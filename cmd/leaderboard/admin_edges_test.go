@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestRemoveBannedEntry: an admin bans a cheater, then removes the cheated entry before an
@@ -51,6 +53,110 @@ func TestAdminBadText(t *testing.T) {
 		if items, _ := r.body["items"].([]any); r.status != want || (want == 200 && (items == nil || len(items) != 0)) {
 			t.Errorf("GET %s: %d %s, want %d", path, r.status, r.raw, want)
 		}
+	}
+}
+
+// TestAdminReasonsAreText: a reason holding a NUL (which PostgreSQL's text cannot hold)
+// or another control character is 400 invalid_reason on every admin endpoint that takes
+// one, the season start's optional reason included, and changes nothing (it was 503
+// dependency_unavailable, telling the client to retry what could never succeed, and the
+// adjustment left its Redis hold behind). Found by a review.
+func TestAdminReasonsAreText(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, admin, player := mintToken(t, "gs", "server"), mintToken(t, "mod", "admin"), mintToken(t, "nu")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 500, "user_id": "nu"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/admin/boards/global/entries/nu/adjust", `{"value": 1, "reason": "bad\u0000reason", "event_id": "nul-1"}`},
+		{http.MethodPost, "/admin/boards/global/entries/nu/adjust", `{"value": 1, "reason": "bad\u001breason", "event_id": "esc-1"}`},
+		{http.MethodDelete, "/admin/boards/global/entries/nu?reason=bad%00reason", ""},
+		{http.MethodPost, "/admin/users/nu/ban", `{"reason": "bad\u0000reason"}`},
+		{http.MethodPost, "/admin/boards/season/seasons", `{"season": "s-nul", "reason": "bad\u0000reason"}`},
+	} {
+		if r := svc.do(t, c.method, c.path, admin, c.body); r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_reason" {
+			t.Errorf("%s %s %s: %d %s, want 400 invalid_reason", c.method, c.path, c.body, r.status, r.raw)
+		}
+	}
+	if n := env.count(`SELECT count(*) FROM admin_audit`) + env.count(`SELECT count(*) FROM seasons WHERE season = 's-nul'`); n != 0 {
+		t.Errorf("%d audit rows or seasons after refused actions, want none", n)
+	}
+	if r := svc.submit(t, player, `{"score": 100}`); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Errorf("a lower score after the refused actions: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+	multiline := `cheating\n\tsee ticket 42` // JSON escapes: a newline and a tab
+	if r := svc.do(t, http.MethodPost, "/admin/users/nu/ban", admin, `{"reason": "`+multiline+`"}`); r.status != http.StatusAccepted {
+		t.Errorf("a reason of two lines: %d %s, want 202", r.status, r.raw)
+	}
+}
+
+// TestAdminCommandNotAcceptedLeavesNoHold: an adjustment answered 409 (its event id used
+// with another value), and a retry of one already applied, change nothing: the user's
+// best score that does not improve the entry is still answered 200 "unchanged". Each put
+// a hold on the entry in Redis before its outcome was known, and nothing released it for
+// 24 hours: the user's writes were answered 202. Found by a review.
+func TestAdminCommandNotAcceptedLeavesNoHold(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, admin, player := mintToken(t, "gs", "server"), mintToken(t, "mod", "admin"), mintToken(t, "hx")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 500, "user_id": "hx"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	adjust := `{"value": 400, "reason": "fix", "event_id": "h-1"}`
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust?wait=true", admin, adjust); r.status != 200 {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	held := func() string {
+		if n := env.rdb.HLen(context.Background(), env.prefix+":{global}:all_time:held").Val(); n != 0 {
+			return "the user is held"
+		}
+		return ""
+	}
+	eventually(t, 10*time.Second, held)
+	unchanged := func(when string, score int) {
+		t.Helper()
+		if r := svc.submit(t, player, fmt.Sprintf(`{"score": %d}`, score)); r.status != 200 || r.body["status"] != "unchanged" {
+			t.Errorf("a lower score %s: %d %s, want 200 unchanged", when, r.status, r.raw)
+		}
+	}
+	unchanged("before", 100)
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 450, "reason": "oops", "event_id": "h-1"}`); r.status != 409 {
+		t.Fatalf("the event id with another value: %d %s", r.status, r.raw)
+	}
+	if msg := held(); msg != "" {
+		t.Errorf("after a 409: %s", msg)
+	}
+	unchanged("after a 409", 101)
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, adjust); r.status != 202 {
+		t.Fatalf("the applied adjustment retried: %d %s", r.status, r.raw)
+	}
+	if msg := held(); msg != "" {
+		t.Errorf("after a retry of an applied adjustment: %s", msg)
+	}
+	unchanged("after a retry of an applied adjustment", 102)
+}
+
+// TestSeasonNamesAreNotKeywords: ?period= reads "current" and "previous" as the board's
+// current and previous seasons, so a season named either could never be read by its name
+// once another started (a start took them). Found by a review.
+func TestSeasonNamesAreNotKeywords(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	admin := mintToken(t, "mod", "admin")
+	for _, name := range []string{"current", "previous"} {
+		if r := svc.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "`+name+`", "reason": "new season"}`); r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_season" {
+			t.Errorf("a season named %s: %d %s, want 400 invalid_season", name, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "Current-2", "reason": "new season"}`); r.status != http.StatusCreated {
+		t.Errorf("a season named Current-2: %d %s, want 201", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM seasons WHERE season IN ('current', 'previous')`); n != 0 {
+		t.Errorf("%d seasons named like a keyword", n)
 	}
 }
 
