@@ -63,13 +63,18 @@ func reasonOf(reason string) *apiError {
 func badReasonRune(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f }
 
 // moderationCommand is the outbox command of a moderation action, with its idempotency
-// hash over what it does.
-func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted) (storage.Command, *apiError) {
+// hash over what it does: the period as the request named it (requested; "" for the
+// current one), not the one it resolved to, so that a retry after a reset is the same
+// request (as a player's write is), answered as the first time and not 409.
+func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted, requested string) (storage.Command, *apiError) {
 	msg, err := commandMessage(cmd, requestIDFrom(r.Context()))
 	if err != nil {
 		return storage.Command{}, &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()}
 	}
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%s|%d", cmd.Op, cmd.Board, cmd.Period, cmd.UserID, cmd.Value))
+	if requested == "current" {
+		requested = ""
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%s|%d", cmd.Op, cmd.Board, requested, cmd.UserID, cmd.Value))
 	return storage.Command{EventID: cmd.EventID, UserID: cmd.UserID, Board: cmd.Board, BodyHash: h[:], Msg: msg}, nil
 }
 
@@ -178,7 +183,7 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 		if !banned {
 			action = "user.unban"
 		}
-		cmd, e := moderationCommand(r, messages.ScoreSubmitted{Op: messages.OpSync, EventID: uuid.NewString(), UserID: userID, OccurredAt: s.Now().UTC()})
+		cmd, e := moderationCommand(r, messages.ScoreSubmitted{Op: messages.OpSync, EventID: uuid.NewString(), UserID: userID, OccurredAt: s.Now().UTC()}, "")
 		if e != nil {
 			writeError(w, r, e.status, e.code, e.message, "")
 			return
@@ -265,7 +270,7 @@ func (s *server) handleAdjust() http.HandlerFunc {
 			return
 		}
 		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: eventID, Board: b.Key(), Period: period, UserID: userID, Value: value, OccurredAt: s.Now().UTC()},
-			"entry.adjust", req.Reason, map[string]any{"value": value})
+			req.Period, "entry.adjust", req.Reason, map[string]any{"value": value})
 	}
 }
 
@@ -299,7 +304,7 @@ func (s *server) handleRemove() http.HandlerFunc {
 			return
 		}
 		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpRemove, EventID: uuid.NewString(), Board: b.Key(), Period: period, UserID: userID, OccurredAt: s.Now().UTC()},
-			"entry.remove", q.Get("reason"), nil)
+			period, "entry.remove", q.Get("reason"), nil)
 	}
 }
 
@@ -319,9 +324,10 @@ func (s *server) moderatedEntry(w http.ResponseWriter, r *http.Request) (configs
 
 // moderate makes an entry command durable with its audit record and answers: 202
 // accepted, or 200 applied with wait=true once the projector applied it; a retry with the
-// event id is answered the same, another command with it 409.
-func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.ScoreSubmitted, action, reason string, detail map[string]any) {
-	cmd, e := moderationCommand(r, msg)
+// event id is answered the same (with the period the command was applied to), another
+// command with it 409. requested is the period as the request named it.
+func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.ScoreSubmitted, requested, action, reason string, detail map[string]any) {
+	cmd, e := moderationCommand(r, msg, requested)
 	if e != nil {
 		writeError(w, r, e.status, e.code, e.message, msg.EventID)
 		return
@@ -360,9 +366,16 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		return
 	}
 	s.Logger.Info("moderation", "action", action, "target", audit.Target, "period", msg.Period, "by", audit.Actor, "reason", reason, "event_id", msg.EventID)
-	if r.URL.Query().Get("wait") == "true" && s.waitApplied(r.Context(), msg.UserID, msg.EventID) {
-		encode(w, http.StatusOK, map[string]any{"status": "applied", "event_id": msg.EventID, "board": msg.Board, "period": msg.Period, "user_id": msg.UserID})
-		return
+	if r.URL.Query().Get("wait") == "true" {
+		var period string
+		if s.poll(r.Context(), func(ctx context.Context) bool {
+			p, _, ok, err := s.Requests.AppliedIn(ctx, msg.UserID, msg.EventID, msg.Board)
+			period = p
+			return err == nil && ok
+		}) {
+			encode(w, http.StatusOK, map[string]any{"status": "applied", "event_id": msg.EventID, "board": msg.Board, "period": period, "user_id": msg.UserID})
+			return
+		}
 	}
 	encode(w, http.StatusAccepted, map[string]any{"status": "accepted", "event_id": msg.EventID})
 }

@@ -304,9 +304,9 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" {
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
 		defer cancel()
-		if cur, ok := s.submissions.WaitApplied(ctx, sub, res); ok {
+		if cur, period, ok := s.submissions.WaitApplied(ctx, sub, res); ok {
 			resp := entryResponse{Status: "applied", EventID: sub.EventID, UserID: sub.UserID, Score: cur.Score, Rank: cur.Rank,
-				UpdatedAt: cur.UpdatedAt, Board: sub.Board.Key(), Period: res.Period, Metadata: cur.Metadata}
+				UpdatedAt: cur.UpdatedAt, Board: sub.Board.Key(), Period: period, Metadata: cur.Metadata}
 			if incr {
 				resp.NewScore, resp.ProcessedEventID = &cur.Score, sub.EventID
 			}

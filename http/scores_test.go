@@ -10,7 +10,7 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// appliedLog says every event is applied (PostgreSQL has it).
+// appliedLog says every event is applied (PostgreSQL has it), to period all_time.
 type appliedLog struct{}
 
 func (appliedLog) Check(context.Context, string, string, []byte) (storage.AcceptOutcome, error) {
@@ -21,8 +21,8 @@ func (appliedLog) RecordUnchanged(context.Context, string, string, string, []byt
 }
 func (appliedLog) WasUnchanged(context.Context, string, string) (bool, error) { return false, nil }
 func (appliedLog) IsApplied(context.Context, string, string) (bool, error)    { return true, nil }
-func (appliedLog) AppliedVersion(context.Context, string, string, string, string) (int64, bool, error) {
-	return 0, true, nil
+func (appliedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {
+	return "all_time", 0, true, nil
 }
 
 // versionedLog says every event is applied, with the user's entry at version in PostgreSQL.
@@ -31,8 +31,8 @@ type versionedLog struct {
 	version int64
 }
 
-func (l versionedLog) AppliedVersion(context.Context, string, string, string, string) (int64, bool, error) {
-	return l.version, true, nil
+func (l versionedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {
+	return "all_time", l.version, true, nil
 }
 
 // staleVersionMirror is Redis showing the user's previous increment, accepted in the same
@@ -73,7 +73,7 @@ func TestWaitAppliedTellsIncrementsApartByVersion(t *testing.T) {
 	s := submission{requests: versionedLog{version: 5}, reads: NewReads(cfg, NewPeriods(cfg, nil, nil), mirror, nil, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cur, ok := s.WaitApplied(ctx, w, res)
+	cur, _, ok := s.WaitApplied(ctx, w, res)
 	if !ok || cur.Score != 17 || cur.Version != 5 {
 		t.Fatalf("WaitApplied = %+v, %v; want the entry at version 5 (17 points), not the previous increment's", cur, ok)
 	}
@@ -107,7 +107,7 @@ func TestWaitAppliedWaitsForRedis(t *testing.T) {
 	s := submission{requests: appliedLog{}, reads: NewReads(cfg, periods, mirror, nil, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cur, ok := s.WaitApplied(ctx, w, res)
+	cur, _, ok := s.WaitApplied(ctx, w, res)
 	if !ok || cur.Score != 800 || cur.Rank != 1 {
 		t.Fatalf("WaitApplied = %+v, %v; want the new entry (800, rank 1)", cur, ok)
 	}
@@ -116,7 +116,7 @@ func TestWaitAppliedWaitsForRedis(t *testing.T) {
 	s = submission{requests: appliedLog{}, reads: NewReads(cfg, periods, never, nil, nil)}
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if cur, ok := s.WaitApplied(ctx, w, res); ok {
+	if cur, _, ok := s.WaitApplied(ctx, w, res); ok {
 		t.Fatalf("WaitApplied answered %+v although Redis never showed the score", cur)
 	}
 }

@@ -31,9 +31,10 @@ type RequestLog interface {
 	RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (storage.AcceptOutcome, bool, error)
 	WasUnchanged(ctx context.Context, userID, eventID string) (bool, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
-	// AppliedVersion is IsApplied with the version of the user's entry on the board
-	// period in PostgreSQL (0 when none).
-	AppliedVersion(ctx context.Context, userID, eventID, board, period string) (int64, bool, error)
+	// AppliedIn tells whether the event was applied to the board, the period it was
+	// applied to (the one it was accepted for), and the version of the user's entry there
+	// in PostgreSQL (0 when none).
+	AppliedIn(ctx context.Context, userID, eventID, board string) (period string, version int64, applied bool, err error)
 }
 
 // ValueReads reads an entry's value from Redis without waiting for it (storage.ValueReader):
@@ -213,23 +214,25 @@ func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted
 }
 
 // WaitApplied polls until the projection applied the event and Redis shows it (PostgreSQL
-// is written before Redis), or ctx ends. Redis shows it when its entry is at least as new
-// as PostgreSQL's once the event was applied (by version) and reflects the value: an
-// update time alone cannot tell an increment from the user's previous one accepted in the
-// same microsecond. A retry of an accepted write (Duplicate) carries the retry's time, not
-// the write's: the version alone tells it (an increment's entry changed before it).
-func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, bool) {
+// is written before Redis), or ctx ends; it returns the entry and the period the event was
+// applied to. Redis shows it when its entry is at least as new as PostgreSQL's once the
+// event was applied (by version) and reflects the value: an update time alone cannot tell
+// an increment from the user's previous one accepted in the same microsecond. A retry of
+// an accepted write (Duplicate) carries the retry's time, not the write's: the version
+// alone tells it (an increment's entry changed before it); and its period is the one the
+// write was accepted for, which a retry after a reset does not resolve to.
+func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, string, bool) {
 	delay := 5 * time.Millisecond
 	retry := res.Outcome == storage.Duplicate
 	for {
-		if version, ok, err := s.requests.AppliedVersion(ctx, w.UserID, w.EventID, w.Board.Key(), res.Period); err == nil && ok {
-			if cur, err := s.reads.fast(ctx, w.Board, res.Period, w.UserID); err == nil && cur.Version >= version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
-				return cur, true
+		if period, version, ok, err := s.requests.AppliedIn(ctx, w.UserID, w.EventID, w.Board.Key()); err == nil && ok {
+			if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && cur.Version >= version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
+				return cur, period, true
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return storage.Entry{}, false
+			return storage.Entry{}, "", false
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)

@@ -126,15 +126,15 @@ func TestProjectionApplyNewEvent(t *testing.T) {
 		t.Errorf("IsApplied(ev-unknown) = %v, %v; want false", applied, err)
 	}
 	mustApply(t, p, bestEvent("ev-2", "alice", 130, at(2)))
-	version, applied, err := requests.AppliedVersion(testContext(t), "alice", "ev-1", "global", "all_time")
-	if err != nil || !applied || version != 2 {
-		t.Errorf("AppliedVersion(alice, ev-1) after a second event = %d, %v, %v; want the entry's version now, 2", version, applied, err)
+	period, version, applied, err := requests.AppliedIn(testContext(t), "alice", "ev-1", "global")
+	if err != nil || !applied || version != 2 || period != "all_time" {
+		t.Errorf("AppliedIn(alice, ev-1, global) after a second event = %q, %d, %v, %v; want all_time, the entry's version now (2)", period, version, applied, err)
 	}
-	if version, applied, err = requests.AppliedVersion(testContext(t), "alice", "ev-unknown", "global", "all_time"); err != nil || applied {
-		t.Errorf("AppliedVersion(ev-unknown) = %d, %v, %v; want not applied", version, applied, err)
+	if _, _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-unknown", "global"); err != nil || applied {
+		t.Errorf("AppliedIn(ev-unknown) = %v, %v; want not applied", applied, err)
 	}
-	if version, applied, err = requests.AppliedVersion(testContext(t), "alice", "ev-1", "global", "2020-01-01"); err != nil || !applied || version != 0 {
-		t.Errorf("AppliedVersion on a period without the entry = %d, %v, %v; want applied, version 0", version, applied, err)
+	if _, _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-1", "points"); err != nil || applied {
+		t.Errorf("AppliedIn on a board the event was not applied to = %v, %v; want not applied", applied, err)
 	}
 	var nick string
 	if err := pool.QueryRow(testContext(t), `SELECT nick_name FROM users WHERE user_id = 'alice'`).Scan(&nick); err != nil || nick != "Alice" {

@@ -235,18 +235,24 @@ func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (boo
 	return ok, unavailable("is applied", err)
 }
 
-// AppliedVersion reports whether a user's event has been applied to PostgreSQL and, if so,
-// the version of the user's entry on the board period now (0 when there is none). The
+// AppliedIn reports whether a user's event has been applied to a board and, if so, the
+// period it was applied to and the version of the user's entry there now (0 when there is
+// none). The period is the one the event was accepted for: a retry after a reset asks for
+// the event of the period before (the request log's event ids outlive a period). The
 // projector writes an event's history row and its entry in one transaction, so once the
 // event is applied the entry's version is at least the one that event gave it: a mirror
 // that shows that version or a newer one shows the event.
-func (r *RequestLog) AppliedVersion(ctx context.Context, userID, eventID, board, period string) (version int64, applied bool, err error) {
+func (r *RequestLog) AppliedIn(ctx context.Context, userID, eventID, board string) (period string, version int64, applied bool, err error) {
 	err = r.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM score_history WHERE user_id = $1 AND event_id = $2),
-		       coalesce((SELECT version FROM board_entries WHERE board_id = $3 AND period = $4 AND user_id = $1), 0)`,
-		userID, eventID, board, period).Scan(&applied, &version)
-	if err != nil {
-		return 0, false, unavailable("applied version", err)
+		SELECT h.period, coalesce((SELECT e.version FROM board_entries e WHERE e.board_id = h.board_id AND e.period = h.period AND e.user_id = h.user_id), 0)
+		FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2 AND h.board_id = $3
+		ORDER BY h.applied_at DESC LIMIT 1`,
+		userID, eventID, board).Scan(&period, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, false, nil
 	}
-	return version, applied, nil
+	if err != nil {
+		return "", 0, false, unavailable("applied version", err)
+	}
+	return period, version, true, nil
 }
