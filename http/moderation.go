@@ -97,11 +97,6 @@ func (s *server) poll(ctx context.Context, ok func(ctx context.Context) bool) bo
 	}
 }
 
-// waitApplied waits (up to WaitTimeout) until the projector applied a user's event.
-func (s *server) waitApplied(ctx context.Context, userID, eventID string) bool {
-	return s.poll(ctx, func(ctx context.Context) bool { return s.applied(ctx, userID, eventID) })
-}
-
 func (s *server) applied(ctx context.Context, userID, eventID string) bool {
 	ok, err := s.Requests.IsApplied(ctx, userID, eventID)
 	return err == nil && ok
