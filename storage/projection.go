@@ -517,25 +517,14 @@ func queueNickNames(b *pgx.Batch, names map[string]string) *[]EntryState {
 	for i, u := range users {
 		nicks[i] = names[u]
 	}
-	out := new([]EntryState)
-	b.Queue(`
+	return queueEntries(b, `
 		WITH renamed AS (
 			INSERT INTO users (user_id, nick_name) SELECT * FROM unnest($1::text[], $2::text[])
 			ON CONFLICT (user_id) DO UPDATE SET nick_name = excluded.nick_name, updated_at = now()
 			WHERE users.nick_name IS DISTINCT FROM excluded.nick_name
 			RETURNING user_id)
 		SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id IN (SELECT user_id FROM renamed) ORDER BY 1, 2, 3`,
-		users, nicks).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			s, err := scanEntry(rows)
-			if err != nil {
-				return err
-			}
-			*out = append(*out, s)
-		}
-		return rows.Err()
-	})
-	return out
+		users, nicks)
 }
 
 // queueDeleteForwarded queues, for each outbox shard below shards that events name rows
@@ -591,8 +580,14 @@ func deleteForwardedSQL(msgs string) string {
 // queueLoadSynced queues the read of every entry of the synced users; the slice is filled
 // when the batch's results are read.
 func queueLoadSynced(b *pgx.Batch, synced []string) *[]EntryState {
+	return queueEntries(b, `SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id = ANY($1) ORDER BY 1, 2, 3`, synced)
+}
+
+// queueEntries queues a query of entries (entryColumns); the slice is filled when the
+// batch's results are read.
+func queueEntries(b *pgx.Batch, query string, args ...any) *[]EntryState {
 	out := new([]EntryState)
-	b.Queue(`SELECT `+entryColumns+` FROM board_entries e WHERE e.user_id = ANY($1) ORDER BY 1, 2, 3`, synced).Query(func(rows pgx.Rows) error {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			s, err := scanEntry(rows)
 			if err != nil {
