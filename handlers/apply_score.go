@@ -358,7 +358,7 @@ func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEven
 const reloads = 8
 
 // reloadAll loads the board periods Redis did not hold (ErrNotLoaded) from PostgreSQL,
-// which has the batch, up to reloads at a time: a batch of the match workload names many
+// which has the batch (but not those named only for a user's new nick name), up to reloads at a time: a batch of the match workload names many
 // new matches, and a load is mostly waiting for round trips (one after another they held
 // the whole batch, best scores and increments too, back by a second on a slow machine).
 func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup, results []storage.MirrorResult) {
@@ -368,6 +368,10 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 	slots := make(chan struct{}, reloads)
 	for i := range results {
 		if !errors.Is(results[i].Err, storage.ErrNotLoaded) {
+			continue
+		}
+		if !slices.ContainsFunc(groups[i].States, func(s storage.EntryState) bool { return !s.NameOnly }) {
+			results[i] = storage.MirrorResult{} // only a new nick name, which a later load reads anyway
 			continue
 		}
 		slots <- struct{}{}

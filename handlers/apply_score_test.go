@@ -437,3 +437,34 @@ func TestApplyScoreLoadsNewPeriodsSideBySide(t *testing.T) {
 		t.Fatalf("a load that panics: %v, want the batch failed as a panic", err)
 	}
 }
+
+// renaming is a projection whose batch renames its user: it names the entry the event
+// wrote, and the user's entries on two past matches only for the new nick name.
+type renaming struct{}
+
+func (renaming) Apply(_ context.Context, events []storage.ScoreEvent, _ storage.FoldFunc) (storage.AppliedBatch, error) {
+	out := storage.AppliedBatch{Fresh: []bool{true}, NewEvents: 1, NickNames: map[string]string{"ann": "Annie"}}
+	e := events[0]
+	out.Entries = append(out.Entries, storage.EntryState{Board: e.Board, Period: e.Period, UserID: e.UserID, Score: e.Value, Version: 1})
+	for _, m := range []string{"match:old1", "match:old2"} {
+		out.Entries = append(out.Entries, storage.EntryState{Board: m, Period: "all_time", UserID: e.UserID, Score: 3, Version: 2, NameOnly: true})
+	}
+	return out, nil
+}
+
+// TestApplyScoreLoadsNoPeriodForANameAlone: a rename names every entry of its user so that
+// the periods Redis holds show the new name; the periods Redis does not hold (old matches
+// whose keys expired) are not loaded for it, as a load reads the name anyway: a player of
+// many matches would have loaded every one. The entry the event wrote is loaded as ever.
+func TestApplyScoreLoadsNoPeriodForANameAlone(t *testing.T) {
+	mirror := &unloadedMirror{together: 1, arrived: make(chan struct{})}
+	a := NewApplyScore(renaming{}, mirror, &recordedChanges{}, ApplyScoreConfig{Config: testConfig, Workers: 1}, nil, slog.New(slog.DiscardHandler))
+	defer a.Close()
+	events := []storage.ScoreEvent{{EventID: "e1", Board: "match:new", Period: "all_time", UserID: "ann", Value: 1, OccurredAt: time.Now()}}
+	if _, err := a.apply(events); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(mirror.loaded); got != "[match:new]" {
+		t.Fatalf("loaded %s, want only [match:new]", got)
+	}
+}

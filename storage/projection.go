@@ -66,6 +66,10 @@ type EntryState struct {
 	Hidden bool
 	// Removed is an entry an admin removed: it no longer exists.
 	Removed bool
+	// NameOnly is an entry the batch names only for its user's new nick name (it did not
+	// change): a mirror that does not hold its period has nothing to correct there, and
+	// need not load it (a player of many matches would load every one of them).
+	NameOnly bool
 }
 
 // Key is the entry the state belongs to.
@@ -271,6 +275,11 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	// knowing which of its events were new.
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
+	}
+	if renamedEntries != nil {
+		for i := range *renamedEntries {
+			(*renamedEntries)[i].NameOnly = true
+		}
 	}
 	out.Entries = namedEntries(named, current, removed, syncedEntries, renamedEntries)
 	return out, nil

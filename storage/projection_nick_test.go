@@ -67,6 +67,11 @@ func TestProjectionRenameNamesEveryEntryOfTheUser(t *testing.T) {
 	if got.NickNames["alice"] != "Alicia" {
 		t.Fatalf("nick names %v", got.NickNames)
 	}
+	for _, e := range got.Entries {
+		if want := e.Board == "global"; e.NameOnly != want {
+			t.Errorf("entry %s:%s NameOnly = %v, want %v (only the entry named for the new name alone)", e.Board, e.Period, e.NameOnly, want)
+		}
+	}
 	third := incrEvent("ev-3", "alice", 5, at(3))
 	third.NickName = "Alicia"
 	if got := mustApply(t, p, third); len(got.Entries) != 1 || !entries(got)["points:all_time:alice"] {
