@@ -42,8 +42,8 @@ type Moderation struct {
 	// Holds marks an entry an adjustment or removal is on its way to (storage.Boards.Hold),
 	// so that the write path does not answer "unchanged" against what Redis still shows.
 	Holds interface {
-		Hold(ctx context.Context, board, period, userID, eventID string) (prev string, err error)
-		Restore(ctx context.Context, board, period, userID, eventID, prev string) error
+		Hold(ctx context.Context, board, period, userID, eventID string) (added bool, err error)
+		Unhold(ctx context.Context, board, period, userID, eventID string) error
 	}
 }
 
@@ -333,10 +333,10 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	detail["event_id"], detail["period"] = msg.EventID, msg.Period
 	// Held before it is durable: from then on no best score of the user on this board
 	// period is answered "unchanged" from what Redis shows until the projector mirrored it.
-	var prevHold string
+	var added bool
 	if s.Moderation.Holds != nil {
 		var err error
-		if prevHold, err = s.Moderation.Holds.Hold(r.Context(), msg.Board, msg.Period, msg.UserID, msg.EventID); err != nil {
+		if added, err = s.Moderation.Holds.Hold(r.Context(), msg.Board, msg.Period, msg.UserID, msg.EventID); err != nil {
 			s.moderationFailed(w, r, err, msg.EventID)
 			return
 		}
@@ -346,9 +346,10 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		return storage.RecordAuditTx(ctx, tx, audit)
 	})
 	// A command not accepted now (a reused event id, or a retry of one accepted before)
-	// gives the hold back; one whose outcome is unknown (err) keeps it: it may be accepted.
-	if err == nil && outcome != storage.Accepted && s.Moderation.Holds != nil {
-		if rerr := s.Moderation.Holds.Restore(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID, prevHold); rerr != nil {
+	// takes its hold out, unless its id held the user already (the command accepted before,
+	// still on its way); one whose outcome is unknown (err) keeps it: it may be accepted.
+	if err == nil && outcome != storage.Accepted && added {
+		if rerr := s.Moderation.Holds.Unhold(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID); rerr != nil {
 			s.Logger.Warn("restore the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
 		}
 	}

@@ -2,11 +2,16 @@ package http
 
 import (
 	"context"
+	"database/sql"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -71,5 +76,54 @@ func TestModerationWaitsForRedis(t *testing.T) {
 		Moderation: Moderation{BanStore: userEntries{{Board: "global", Period: "all_time", Score: 31}}}}}
 	if s.poll(context.Background(), s.synced("u", "ev")) {
 		t.Error("the wait answered although Redis shows another score")
+	}
+}
+
+// acceptAs answers every admin command with one outcome.
+type acceptAs storage.AcceptOutcome
+
+func (a acceptAs) AcceptWith(context.Context, storage.Command, func(context.Context, *sql.Tx) error) (storage.AcceptOutcome, error) {
+	return storage.AcceptOutcome(a), nil
+}
+
+// holdSet records the holds of one user as a set of event ids, as storage.Boards does.
+type holdSet map[string]bool
+
+func (h holdSet) Hold(_ context.Context, _, _, _, id string) (bool, error) {
+	added := !h[id]
+	h[id] = true
+	return added, nil
+}
+
+func (h holdSet) Unhold(_ context.Context, _, _, _, id string) error {
+	delete(h, id)
+	return nil
+}
+
+// TestModerationNotAcceptedTakesItsHoldOut: an admin command answered 409, or a retry of
+// one accepted and applied before, takes its id out of the user's hold; a retry of one
+// still on its way (its id holding already) leaves it, for the projector to take out once
+// it applies it.
+func TestModerationNotAcceptedTakesItsHoldOut(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
+	for _, c := range []struct {
+		name    string
+		outcome storage.AcceptOutcome
+		before  holdSet
+		want    bool // still held by adj-1
+	}{
+		{"accepted", storage.Accepted, holdSet{}, true},
+		{"409", storage.Conflict, holdSet{}, false},
+		{"a retry of one applied", storage.Duplicate, holdSet{}, false},
+		{"a retry of one on its way", storage.Duplicate, holdSet{"adj-1": true}, true},
+	} {
+		s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Moderation: Moderation{Commands: acceptAs(c.outcome), Holds: c.before}}}
+		r := httptest.NewRequest(http.MethodPost, "/admin/boards/global/entries/u/adjust", nil)
+		r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, &Claims{}))
+		w := httptest.NewRecorder()
+		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: "adj-1", Board: "global", Period: "all_time", UserID: "u", Value: 3}, "", "entry.adjust", "fix", nil)
+		if got := c.before["adj-1"]; got != c.want {
+			t.Errorf("%s (%d): held by adj-1 %v, want %v", c.name, w.Code, got, c.want)
+		}
 	}
 }

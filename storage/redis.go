@@ -27,7 +27,7 @@ import (
 //	                               its presence marks the period as loaded
 //	{prefix}:{board}:ver           the board's version counter (every period's top versions)
 //	{prefix}:{board}:{period}:gone hash user -> version of recent removals (gone~: a rebuild's)
-//	{prefix}:{board}:{period}:held hash user -> event id of an admin's adjustment or removal on
+//	{prefix}:{board}:{period}:held hash user -> event ids of admins' adjustments or removals on
 //	                               its way (Hold)
 //
 // Higher sort keys rank first (the value on desc boards, its negation on asc ones). Equal
@@ -623,28 +623,40 @@ func decodeRecords(users []string, res []any) ([]*storedEntry, error) {
 // leaves it until then, which only sends that user's writes through the pipeline.
 const heldTTL = 24 * time.Hour
 
-// holdScript holds a user (KEYS[1]: held; ARGV: user, event id, lifetime ms) and returns
-// the event id that held it before ('' when none).
-var holdScript = redis.NewScript(`
-local prev = redis.call('HGET', KEYS[1], ARGV[1]) or ''
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return prev
-`)
-
-// restoreScript gives a user's hold back to the event id that held it before (ARGV[3];
-// '' releases it) if the event id ARGV[2] still holds it (KEYS[1]: held; ARGV: user, event
-// id, previous event id).
-var restoreScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+// A user's hold is the set of event ids of the admin commands on their way to its entry,
+// one field of the held hash (user -> event ids, space-separated: event ids hold no
+// spaces): held while the set is not empty. Each command takes its own id out (Unhold),
+// when applied or when it was not accepted after all; a single slot, which the newest
+// command took over, was given back wrong when an older command was applied meanwhile.
+const holdSetLua = `
+local function without(cur, id)
+  local ids, found = {}, false
+  if cur then
+    for x in string.gmatch(cur, '%S+') do
+      if x == id then found = true else ids[#ids + 1] = x end
+    end
+  end
+  return ids, found
 end
-return 0
+`
+
+// holdScript adds an event id to a user's hold (KEYS[1]: held; ARGV: user, event id,
+// lifetime ms) and returns 1 if it was not in it.
+var holdScript = redis.NewScript(holdSetLua + `
+local ids, found = without(redis.call('HGET', KEYS[1], ARGV[1]), ARGV[2])
+ids[#ids + 1] = ARGV[2]
+redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, ' '))
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+if found then return 0 end
+return 1
 `)
 
-// unholdScript releases a user held for the event id (KEYS[1]: held; ARGV: user, event id).
-var unholdScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+// unholdScript takes an event id out of a user's hold (KEYS[1]: held; ARGV: user, event id).
+var unholdScript = redis.NewScript(holdSetLua + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+local ids = without(cur, ARGV[2])
+if #ids == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, ' ')) end
 return 0
 `)
 
@@ -652,24 +664,16 @@ return 0
 // (an adjustment or a removal, eventID), before the command is made durable: until the
 // projector mirrored it (Unhold), the write path's value reads (ValueReader) find no entry
 // for the user, so a best score is not answered "unchanged" against an entry the command
-// removes or lowers, and goes through the pipeline, after the command. It returns the
-// event id of the command that held the user before ('' when none), for Restore.
-func (b *Boards) Hold(ctx context.Context, board, period, userID, eventID string) (string, error) {
-	prev, err := holdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, heldTTL.Milliseconds()).Text()
-	return prev, redisErr("hold entry", err)
+// removes or lowers, and goes through the pipeline, after the command. It reports whether
+// the command's id was not holding the user yet: a command that turns out not accepted
+// now (a reused event id, a retry) takes it out again only then, as one accepted before
+// and still on its way keeps holding.
+func (b *Boards) Hold(ctx context.Context, board, period, userID, eventID string) (added bool, err error) {
+	n, err := holdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, heldTTL.Milliseconds()).Int()
+	return n == 1, redisErr("hold entry", err)
 }
 
-// Restore undoes a Hold of eventID whose command was not accepted after all (a reused
-// event id) or had been before (a retry, maybe applied and released already): the user is
-// held again by prev, the command that held it before (released when prev is ''), unless
-// another command has held it since. Without it the hold stayed for heldTTL, and the
-// user's best scores that do not improve were answered 202 instead of "unchanged".
-func (b *Boards) Restore(ctx context.Context, board, period, userID, eventID, prev string) error {
-	err := restoreScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID, prev).Err()
-	return redisErr("restore hold", err)
-}
-
-// Unhold releases a hold of the event id (a newer command's hold stays).
+// Unhold takes the event id out of the user's hold (other commands' stay).
 func (b *Boards) Unhold(ctx context.Context, board, period, userID, eventID string) error {
 	err := unholdScript.Run(ctx, b.rdb, []string{b.keys(board, period).held}, userID, eventID).Err()
 	return redisErr("unhold entry", err)
