@@ -25,6 +25,8 @@ import (
 type OutboxClaim = interface {
 	Read(ctx context.Context, limit int) (msgs []*message.Message, pending bool, err error)
 	Ack(ctx context.Context) error
+	Position() string
+	Acked() string
 	Close()
 }
 
@@ -85,9 +87,12 @@ type Relay struct {
 	cfg      RelayConfig
 	logger   *slog.Logger
 	wake     []chan struct{}
-	running  chan struct{}
-	pace     *pacer
-	clock    clock // a shard's waits between reads (tests drive it)
+	// acked is, per shard, the position this process last moved it to (only the shard's
+	// own loop touches its element): a claim that finds it there need not rewind.
+	acked   []string
+	running chan struct{}
+	pace    *pacer
+	clock   clock // a shard's waits between reads (tests drive it)
 
 	batches  prometheus.Histogram
 	produced prometheus.Counter
@@ -124,6 +129,7 @@ func NewRelay(outbox Outbox, cfg RelayConfig, reg prometheus.Registerer, logger 
 	for range cfg.Shards {
 		r.wake = append(r.wake, make(chan struct{}, 1))
 	}
+	r.acked = make([]string, cfg.Shards)
 	if reg != nil {
 		reg.MustRegister(r.batches, r.produced, r.duration)
 		for shard := range cfg.Shards {
@@ -244,14 +250,20 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	// position back would race that relay's acks, and an ack landing after it would undo
 	// it (a command the broker lost would then wait for the next rewind). Every claim
 	// rewinds, so a relay taking over from one that died recovers what it lost too.
-	rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
-	n, err := r.outbox.Rewind(rctx, shard)
-	cancel()
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		r.logger.Info("relay rewound outbox to the oldest unapplied command", "shard", shard, "rows", n)
+	// A claim that finds the position this process left (its session broke, say, and
+	// nobody forwarded the shard meanwhile) does not rewind: with the projector behind, it
+	// would produce everything not applied yet again, at every reconnect.
+	if pos := claim.Position(); pos == "" || pos != r.acked[shard] {
+		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+		n, err := r.outbox.Rewind(rctx, shard)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.logger.Info("relay rewound outbox to the oldest unapplied command", "shard", shard, "rows", n)
+		}
+		r.acked[shard] = ""
 	}
 	r.logger.Info("relay forwards shard", "shard", shard)
 	var (
@@ -271,6 +283,9 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		n, pending, err := r.forward(ctx, claim)
 		if err != nil {
 			return err
+		}
+		if n > 0 {
+			r.acked[shard] = claim.Acked()
 		}
 		elapsed := time.Duration(0) // the rows read came in this time (the first read's: unknown)
 		if !prev.IsZero() {

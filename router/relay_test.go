@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,14 +75,14 @@ func TestRelayWaitsForOlderTransactions(t *testing.T) {
 		t.Fatalf("again: forwarded %d, %v; want nothing: the position moved", n, err)
 	}
 
-	if got := kafkaUUIDs(ctx, t, broker, topics.Scores, 2); got[0] != "first" || got[1] != "second" {
+	if got := kafkaUntil(ctx, t, broker, topics.Scores, "second"); strings.Join(got, " ") != "first second" {
 		t.Fatalf("Kafka order %v, want [first second]", got)
 	}
 }
 
-// kafkaUUIDs reads the first n messages of partition 0 of topic, each keyed u1, and
-// returns their Watermill uuids in order.
-func kafkaUUIDs(ctx context.Context, t *testing.T, broker *EmbeddedKafka, topic string, n int) []string {
+// kafkaUntil reads partition 0 of topic from its start until a message with uuid last
+// (each keyed u1), and returns the uuids read in order.
+func kafkaUntil(ctx context.Context, t *testing.T, broker *EmbeddedKafka, topic, last string) []string {
 	t.Helper()
 	cfg := sarama.NewConfig()
 	cfg.Version = KafkaVersion
@@ -96,22 +97,24 @@ func kafkaUUIDs(ctx context.Context, t *testing.T, broker *EmbeddedKafka, topic 
 	}
 	defer pc.Close()
 	var got []string
-	for len(got) < n {
+	for {
 		select {
 		case m := <-pc.Messages():
-			for _, h := range m.Headers {
-				if string(h.Key) == "_watermill_message_uuid" {
-					got = append(got, string(h.Value))
-				}
-			}
 			if string(m.Key) != "u1" {
 				t.Errorf("key %q, want the partition key u1", m.Key)
 			}
+			for _, h := range m.Headers {
+				if string(h.Key) == "_watermill_message_uuid" {
+					got = append(got, string(h.Value))
+					if string(h.Value) == last {
+						return got
+					}
+				}
+			}
 		case <-ctx.Done():
-			t.Fatalf("Kafka has %v, want %d messages", got, n)
+			t.Fatalf("Kafka has %v, and not %s", got, last)
 		}
 	}
-	return got
 }
 
 // TestRelayRewindsAShardItClaims: a relay that starts while another forwards a shard
@@ -191,7 +194,7 @@ func TestRelayRewindsAShardItClaims(t *testing.T) {
 	forwardLost("lost-too") // A acks after B started
 	a.Close()               // and stops: B takes the shard over
 	aHeld = false
-	if got := kafkaUUIDs(ctx, t, broker, topics.Scores, 2); got[0] != "lost" || got[1] != "lost-too" {
+	if got := kafkaUntil(ctx, t, broker, topics.Scores, "lost-too"); strings.Join(got, " ") != "lost lost-too" {
 		t.Fatalf("Kafka has %v, want [lost lost-too]: B rewinds the shard it takes over", got)
 	}
 }
@@ -440,5 +443,54 @@ func TestRelayForwardsTheRowName(t *testing.T) {
 	}
 	if got, _ := header(pm, messages.MetaPartitionKey); got != "u-2" {
 		t.Errorf("requeued dead letter lost its metadata: partition key %q", got)
+	}
+}
+
+// TestRelayClaimingItsShardAgainForwardsNothingAgain: a relay whose PostgreSQL session breaks
+// (a network blip, a call past relayCallTimeout under load) claims its shard again on a
+// new session; nothing moved its position meanwhile, and Kafka acknowledged everything
+// before it: it does not rewind. Rewinding on every claim produced every forwarded command
+// the projector had not applied yet (here: no projector) again, at every reconnect: a lag
+// of a million commands became two million. Found by a review.
+func TestRelayClaimingItsShardAgainForwardsNothingAgain(t *testing.T) {
+	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-reclaim")
+	outbox := storage.NewOutboxMaintenance(pool, schema)
+	table := schema.Messages.MessagesTable(schema.Topic(0))
+	insert := func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores, IdleInterval: 50 * time.Millisecond}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	<-r.Running()
+	for _, id := range []string{"a", "b", "c"} {
+		insert(id)
+	}
+	if got := kafkaUntil(ctx, t, broker, topics.Scores, "c"); strings.Join(got, " ") != "a b c" {
+		t.Fatalf("Kafka has %v, want [a b c]", got)
+	}
+	// The session holding the shard's lock goes (as PostgreSQL ends a session the network
+	// cut off); the relay claims the shard again on a new one.
+	var ended int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) t`).Scan(&ended); err != nil || ended != 1 {
+		t.Fatalf("ended %d sessions holding the shard, %v; want the relay's", ended, err)
+	}
+	insert("d")
+	if got := kafkaUntil(ctx, t, broker, topics.Scores, "d"); strings.Join(got, " ") != "a b c d" {
+		t.Errorf("Kafka has %v, want [a b c d]: a relay claiming again the shard it forwarded produced every command the projector had not applied yet a second time", got)
 	}
 }

@@ -21,6 +21,11 @@ type OutboxClaim = interface {
 	Read(ctx context.Context, limit int) (msgs []*message.Message, pending bool, err error)
 	// Ack moves the shard's position past every message the last Read returned.
 	Ack(ctx context.Context) error
+	// Position is the shard's position when it was claimed, and Acked the one the last Ack
+	// moved it to ("" before one), as "transaction id:offset" ("" for none): a relay that
+	// claims its shard again finds the position it left if no other relay moved it.
+	Position() string
+	Acked() string
 	// Close releases the shard (it closes the session that holds its lock).
 	Close()
 }
@@ -62,7 +67,14 @@ func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, 
 		return nil, err
 	}
 	topic := m.schema.Topic(shard)
-	return &shardClaim{conn: conn, shard: shard, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}, nil
+	c := &shardClaim{conn: conn, shard: shard, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}
+	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+c.offs+`
+		WHERE consumer_group = $1), '')`, RelayConsumerGroup).Scan(&c.start); err != nil {
+		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
+		conn.Release()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Listen calls wake with the shard of every outbox notification until ctx ends or its
@@ -119,7 +131,12 @@ type shardClaim struct {
 		txID   string
 	}
 	unacked bool
+	// start is the position when claimed, acked the last one Ack moved it to.
+	start, acked string
 }
+
+func (c *shardClaim) Position() string { return c.start }
+func (c *shardClaim) Acked() string    { return c.acked }
 
 // Read reads the position, the rows after it and whether each may be read in one
 // statement. A row may be read once no transaction older than its own is open
@@ -246,6 +263,7 @@ func (c *shardClaim) Ack(ctx context.Context) error {
 		return err
 	}
 	c.unacked = false
+	c.acked = c.last.txID + ":" + strconv.FormatInt(c.last.offset, 10)
 	return nil
 }
 
