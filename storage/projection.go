@@ -233,7 +233,8 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	}
 	renamedEntries := queueNickNames(b, out.NickNames)
 	// A user named only by commands delivered again gets the name PostgreSQL holds, for
-	// the mirror (its Redis step may be what failed the first time).
+	// the mirror (its Redis step may be what failed the first time), on every entry of
+	// theirs as after a rename: the first attempt may have renamed them.
 	var again []string
 	for i, e := range events {
 		if !out.Fresh[i] && e.NickName != "" && out.NickNames[e.UserID] == "" && !slices.Contains(again, e.UserID) {
@@ -241,6 +242,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		}
 	}
 	known := map[string]string{}
+	var againEntries *[]EntryState
 	if len(again) > 0 {
 		b.Queue(`SELECT user_id, nick_name FROM users WHERE user_id = ANY($1) AND nick_name IS NOT NULL`, again).Query(func(rows pgx.Rows) error {
 			var u, n string
@@ -250,6 +252,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			})
 			return err
 		})
+		againEntries = queueLoadSynced(b, again)
 	}
 	queueDeleteForwarded(b, events, outboxShards)
 	var syncedEntries *[]EntryState
@@ -276,12 +279,14 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
 	}
-	if renamedEntries != nil {
-		for i := range *renamedEntries {
-			(*renamedEntries)[i].NameOnly = true
+	for _, o := range []*[]EntryState{renamedEntries, againEntries} {
+		if o != nil {
+			for i := range *o {
+				(*o)[i].NameOnly = true
+			}
 		}
 	}
-	out.Entries = namedEntries(named, current, removed, syncedEntries, renamedEntries)
+	out.Entries = namedEntries(named, current, removed, syncedEntries, renamedEntries, againEntries)
 	return out, nil
 }
 

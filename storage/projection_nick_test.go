@@ -1,7 +1,9 @@
 package storage_test
 
 import (
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/openleaderboard/leaderboard/storage"
@@ -76,5 +78,32 @@ func TestProjectionRenameNamesEveryEntryOfTheUser(t *testing.T) {
 	third.NickName = "Alicia"
 	if got := mustApply(t, p, third); len(got.Entries) != 1 || !entries(got)["points:all_time:alice"] {
 		t.Fatalf("a batch that renames nobody names %v, want only the entry it wrote", got.Entries)
+	}
+}
+
+// TestProjectionRedeliveredRenameNamesEveryEntry: the batch that renamed alice failed
+// after PostgreSQL committed it (its Redis step, say); its retry finds the command applied
+// and renames nobody, yet hands the mirror every entry of hers with the name PostgreSQL
+// holds: the first attempt's mirror of them may be what failed. Found by a review.
+func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	first := bestEvent("ev-1", "alice", 100, at(1))
+	first.NickName = "Alice"
+	mustApply(t, p, first)
+	second := incrEvent("ev-2", "alice", 5, at(2))
+	second.NickName = "Alicia"
+	mustApply(t, p, second)
+	again := mustApply(t, p, second)
+	if again.NewEvents != 0 || again.NickNames["alice"] != "Alicia" {
+		t.Fatalf("the retry: %d new events, nick names %v", again.NewEvents, again.NickNames)
+	}
+	var boards []string
+	for _, e := range again.Entries {
+		boards = append(boards, fmt.Sprintf("%s:%v", e.Board, e.NameOnly))
+	}
+	if got := strings.Join(boards, " "); got != "points:false global:true" {
+		t.Errorf("the retry names %s, want points:false global:true (every entry of alice's)", got)
 	}
 }

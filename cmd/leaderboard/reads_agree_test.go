@@ -154,3 +154,44 @@ func TestRenameShowsOnEveryBoard(t *testing.T) {
 		t.Errorf("alice's nick_name on the global top: %q from Redis, %q from PostgreSQL (degraded); one read must not rename her", fromRedis, fromPG)
 	}
 }
+
+// TestRenameRetriedShowsOnEveryBoard: the attempt that applies alice's rename fails in
+// Redis after PostgreSQL committed it; its retry finds the command applied (nobody renamed
+// now), yet the global top shows her new name once Redis is back, as PostgreSQL does: the
+// retry mirrors every entry of hers with PostgreSQL's name. Found by a review (the retry
+// mirrored only the entry its command named).
+func TestRenameRetriedShowsOnEveryBoard(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0"})
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", namedToken(t, "alice", "Alice"), `{"score": 100}`); r.status != 200 {
+		t.Fatalf("global: %d %s", r.status, r.raw)
+	}
+	px.setDown(true)
+	r := svc.do(t, http.MethodPost, "/v1/boards/points/scores", namedToken(t, "alice", "Alicia"), `{"value": 5, "event_id": "rename-1"}`)
+	if r.status != 202 {
+		t.Fatalf("alice's rename with Redis down: %d %s", r.status, r.raw)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if env.count(`SELECT count(*) FROM score_history WHERE user_id = 'alice' AND event_id = 'rename-1'`) == 0 {
+			return "the rename is not applied to PostgreSQL yet"
+		}
+		if !strings.Contains(svc.logs.String(), "handler attempt failed") {
+			return "no attempt failed in Redis yet"
+		}
+		return ""
+	})
+	px.setDown(false)
+	viewer := mintToken(t, "viewer")
+	eventually(t, 30*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/v1/leaderboard/top", viewer, "")
+		if r.status != 200 || r.header.Get("X-Leaderboard-Degraded") != "" || len(r.body["entries"].([]any)) == 0 {
+			return "global top: " + r.raw
+		}
+		if n := r.body["entries"].([]any)[0].(map[string]any)["nick_name"]; n != "Alicia" {
+			return fmt.Sprintf("alice's nick_name on the global top from Redis: %v, want Alicia (PostgreSQL's)", n)
+		}
+		return ""
+	})
+}
