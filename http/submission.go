@@ -28,8 +28,8 @@ type RequestLog interface {
 	// RecordUnchanged records a write answered "unchanged" under its client's event id
 	// (Accepted when new; else Duplicate or Conflict, and whether the recorded one was
 	// answered unchanged too); WasUnchanged tells a recorded event id answered so.
-	RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (storage.AcceptOutcome, bool, error)
-	WasUnchanged(ctx context.Context, userID, eventID string) (bool, error)
+	RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte, at time.Time) (storage.AcceptOutcome, bool, error)
+	WasUnchanged(ctx context.Context, userID, eventID string) (bool, time.Time, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 	// AppliedIn tells whether the event was applied to the board, the period it was
 	// applied to (the one it was accepted for), and the version of the user's entry there
@@ -142,7 +142,7 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 			// The client's event id is recorded as answered unchanged, so that a retry is
 			// answered so again and never applied, and another body under it is 409; a
 			// retry of an accepted write is answered as the first time.
-			seen, unchanged, err := s.requests.RecordUnchanged(ctx, w.UserID, w.EventID, w.Board.Key(), hash)
+			seen, unchanged, err := s.requests.RecordUnchanged(ctx, w.UserID, w.EventID, w.Board.Key(), hash, at)
 			switch {
 			case err != nil:
 				return submitted{}, err
@@ -168,11 +168,14 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 		return submitted{}, err
 	}
 	// The retry of a write answered unchanged (the entry fell below its value since, or
-	// Redis could not tell) is answered unchanged again, with the entry as it is.
+	// Redis could not tell, or the period was reset since) is answered unchanged again,
+	// with the entry as it is in the period the write was made in.
 	if seen == storage.Duplicate && w.mayBeUnchanged() && w.ClientEventID {
-		if was, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
-			if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil {
-				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+		if was, madeAt, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
+			if made, err := s.periods.CurrentAt(ctx, w.Board, madeAt); err == nil {
+				if cur, err := s.reads.fast(ctx, w.Board, made, w.UserID); err == nil {
+					return submitted{Unchanged: true, Entry: cur, Period: made, At: at}, nil
+				}
 			}
 		}
 	}

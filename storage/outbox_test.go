@@ -165,15 +165,15 @@ func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
 		{"alice", "ev-1", cmd.BodyHash, storage.Duplicate, false}, // an accepted write's retry
 		{"bob", "u-1", other[:], storage.Accepted, true},          // event ids are the user's
 	} {
-		got, unchanged, err := requests.RecordUnchanged(ctx, c.user, c.event, "global", c.hash)
+		got, unchanged, err := requests.RecordUnchanged(ctx, c.user, c.event, "global", c.hash, t0)
 		if err != nil || got != c.want || unchanged != c.unchanged {
 			t.Errorf("RecordUnchanged(%s, %s) = %v, unchanged %v, %v; want %v, %v", c.user, c.event, got, unchanged, err, c.want, c.unchanged)
 		}
 	}
-	if was, err := requests.WasUnchanged(ctx, "alice", "u-1"); err != nil || !was {
-		t.Errorf("WasUnchanged(alice, u-1) = %v, %v", was, err)
+	if was, at, err := requests.WasUnchanged(ctx, "alice", "u-1"); err != nil || !was || !at.Equal(t0) {
+		t.Errorf("WasUnchanged(alice, u-1) = %v, %v, %v; want true, when it was made (%v)", was, at, err, t0)
 	}
-	if was, err := requests.WasUnchanged(ctx, "alice", "ev-1"); err != nil || was {
+	if was, _, err := requests.WasUnchanged(ctx, "alice", "ev-1"); err != nil || was {
 		t.Errorf("WasUnchanged(alice, ev-1) = %v, %v", was, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -190,21 +191,21 @@ func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []b
 // its entry) under the client's event id, unless the event id is recorded already: New
 // (Accepted) when it was not, else Duplicate or Conflict by the body hash, with whether the
 // recorded request was itself answered unchanged (a retry answered so again) or accepted.
-func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte) (AcceptOutcome, bool, error) {
+func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte, at time.Time) (AcceptOutcome, bool, error) {
 	// One row: the insert's, or (the insert's snapshot cannot see its own row) the one
 	// recorded before.
 	var inserted, unchanged bool
 	var recorded []byte
 	err := r.pool.QueryRow(ctx, `
 		WITH ins AS (
-			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged)
-			VALUES ($2, $3, $1, $4, true)
+			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged, accepted_at)
+			VALUES ($2, $3, $1, $4, true, $5)
 			ON CONFLICT (user_id, event_id) DO NOTHING
 			RETURNING true)
 		SELECT true, ''::bytea, true FROM ins
 		UNION ALL
 		SELECT false, body_hash, unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`,
-		userID, eventID, hash, board).Scan(&inserted, &recorded, &unchanged)
+		userID, eventID, hash, board, at).Scan(&inserted, &recorded, &unchanged)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// A concurrent request took the event id, not committed when the read began.
@@ -218,14 +219,16 @@ func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board
 }
 
 // WasUnchanged reports whether a user's event id is recorded as a write answered
-// "unchanged" (RecordUnchanged).
-func (r *RequestLog) WasUnchanged(ctx context.Context, userID, eventID string) (bool, error) {
+// "unchanged" (RecordUnchanged), and when that write was made (the API's clock, which
+// decided its period).
+func (r *RequestLog) WasUnchanged(ctx context.Context, userID, eventID string) (bool, time.Time, error) {
 	var unchanged bool
-	err := r.pool.QueryRow(ctx, `SELECT unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&unchanged)
+	var at time.Time
+	err := r.pool.QueryRow(ctx, `SELECT unchanged, accepted_at FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&unchanged, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return false, time.Time{}, nil
 	}
-	return unchanged, unavailable("look up request", err)
+	return unchanged, at, unavailable("look up request", err)
 }
 
 // IsApplied reports whether a user's event has been applied to PostgreSQL.

@@ -64,3 +64,32 @@ func TestWriteRetriedAfterMidnightWaits(t *testing.T) {
 		t.Errorf("the retry after midnight: %d %s, want as the first time: %s", retry.status, retry.raw, first.raw)
 	}
 }
+
+// TestUnchangedWriteRetriedAfterTheReset: on the weekly best board
+// "fastest" a player's write that does not improve is answered 200 unchanged for the week
+// it was made in, and recorded so (RecordUnchanged) so that a retry is answered so again
+// and never applied. Retried (same event id, same body) just after the weekly reset, it
+// must be answered as the first time: unchanged, that week. It was resolved for the new
+// week, where the player has no entry, and fell through to 202 "accepted" for a command
+// that is not in the outbox and would never be applied. Found by a review.
+func TestUnchangedWriteRetriedAfterTheReset(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	clock.set(time.Date(2026, 5, 10, 23, 59, 40, 0, time.UTC)) // Sunday: week 2026-W19 ends at midnight
+	svc := env.startWith(nil, clock.now)
+	alice := mintToken(t, "alice")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores?wait=true", alice, `{"value": 30, "event_id": "f-1"}`); r.status != 200 || r.body["status"] != "applied" {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	body := `{"value": 40, "event_id": "f-2"}` // slower: does not improve
+	first := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores", alice, body)
+	if first.status != 200 || first.body["status"] != "unchanged" || first.body["period"] != "2026-W19" {
+		t.Fatalf("unchanged write: %d %s", first.status, first.raw)
+	}
+	clock.set(time.Date(2026, 5, 11, 0, 0, 10, 0, time.UTC)) // Monday: week 2026-W20
+	retry := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores", alice, body)
+	if retry.status != 200 || retry.body["status"] != "unchanged" || retry.body["period"] != "2026-W19" || num(retry.body["score"]) != 30 {
+		t.Errorf("the unchanged write retried 10 s after the weekly reset: %d %s, want it answered as the first time: %s", retry.status, retry.raw, first.raw)
+	}
+}
