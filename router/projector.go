@@ -101,7 +101,7 @@ func projectorMiddleware(poison message.HandlerMiddleware, wlog watermill.Logger
 			RandomizationFactor: 0.2,
 			ResetContextOnRetry: true,
 			Logger:              wlog,
-		}.Middleware),
+		}),
 		stopRetryOnPermanent,
 		logAttempts(logger.With("role", "projector", "handler", ProjectorHandlerName)),
 		middleware.Timeout(20 * time.Second),
@@ -125,24 +125,39 @@ func shouldPoison(err error) bool {
 // retryFailures runs a message's first attempt straight down the chain and hands only a
 // message whose first attempt failed to retry (Watermill's Retry), which is then given
 // that failure as its own first attempt's: it waits, retries and gives up as it would
-// have. Retry builds its backoff and options for every message, about a dozen
-// allocations, before its first attempt; nearly every message succeeds at once. A message
-// whose context has ended goes to retry unattempted, as Retry refuses it; a failed one
-// goes with the context it came with, not the one its attempt ended (Timeout's).
-func retryFailures(retry message.HandlerMiddleware) message.HandlerMiddleware {
+// have, its MaxElapsedTime counted from the first attempt. Retry builds its backoff and
+// options for every message, about a dozen allocations, before its first attempt; nearly
+// every message succeeds at once. A permanent failure (stopRetryOnPermanent) is returned
+// at once, as Retry would (even when the context ended meanwhile, which Retry checks only
+// before an attempt); a message whose context has ended goes to Retry unattempted, as
+// Retry refuses it; a failed one goes with the context it came with, not the one its
+// attempt ended (Timeout's).
+func retryFailures(cfg middleware.Retry) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := msg.Context()
 			if ctx.Err() != nil {
-				return retry(h)(msg)
+				return cfg.Middleware(h)(msg)
 			}
+			start := time.Now()
 			out, err := h(msg)
 			if err == nil {
 				return out, nil
 			}
+			var permanent *backoff.PermanentError
+			if errors.As(err, &permanent) {
+				return out, permanent.Unwrap()
+			}
+			retry := cfg
+			if retry.MaxElapsedTime > 0 {
+				// Retry's limit runs from its own first attempt, the replayed failure.
+				if retry.MaxElapsedTime -= time.Since(start); retry.MaxElapsedTime <= 0 {
+					return out, err
+				}
+			}
 			msg.SetContext(ctx) // the attempt's own (Timeout's) has ended; Retry keeps this one
 			replayed := false
-			return retry(func(m *message.Message) ([]*message.Message, error) {
+			return retry.Middleware(func(m *message.Message) ([]*message.Message, error) {
 				if !replayed {
 					replayed = true
 					return out, err

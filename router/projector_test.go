@@ -267,4 +267,36 @@ func TestProjectorRetriesFailedAttempts(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || len(at) != 0 {
 		t.Fatalf("context ended: %d attempts, %v; want none, context canceled", len(at), err)
 	}
+
+	// A permanent failure whose context ended during its attempt (a rebalance took the
+	// partition) is still dead-lettered, as Retry did: it checks the context only before
+	// an attempt.
+	ending, cancel := context.WithCancel(t.Context())
+	at, err = run(ending, func(int) error {
+		cancel()
+		return handlers.Permanent(errors.New("malformed"))
+	})
+	if err != nil || len(at) != 1 || len(dead.msgs) != 2 {
+		t.Fatalf("a permanent failure as its context ended: %d attempts, %v, %d dead letters; want 1 attempt, dead-lettered", len(at), err, len(dead.msgs))
+	}
+}
+
+// TestRetryFailuresCountsTheFirstAttempt: Retry's MaxElapsedTime runs from the first
+// attempt, which retryFailures makes outside it: a first attempt that failed after 250 ms,
+// with 300 ms allowed and a first wait of 100 ms, is not retried.
+func TestRetryFailuresCountsTheFirstAttempt(t *testing.T) {
+	var attempts int
+	h := retryFailures(middleware.Retry{MaxRetries: 4, InitialInterval: 100 * time.Millisecond, Multiplier: 1, MaxElapsedTime: 300 * time.Millisecond})(
+		func(*message.Message) ([]*message.Message, error) {
+			attempts++
+			if attempts == 1 {
+				time.Sleep(250 * time.Millisecond)
+			}
+			return nil, errors.New("slow and failing")
+		})
+	msg := message.NewMessage("m", []byte("{}"))
+	msg.SetContext(t.Context())
+	if _, err := h(msg); err == nil || attempts != 1 {
+		t.Fatalf("%d attempts, %v; want 1 and its error (250 + 100 ms past the 300 allowed)", attempts, err)
+	}
 }
