@@ -152,6 +152,9 @@ func (s *server) handleStartSeason() http.HandlerFunc {
 			return
 		}
 		s.Logger.Info("season started", "board", b.Key(), "season", started.Name, "previous", previous, "by", started.StartedBy)
+		if s.Hub != nil { // this process's streams of the board move to it now (others at their next wake)
+			s.Hub.Wake(b.Key())
+		}
 		encode(w, http.StatusCreated, map[string]any{"board": b.Key(), "season": started.Name, "previous_season": previous,
 			"started_at": started.StartedAt.UTC(), "started_by": started.StartedBy})
 	}

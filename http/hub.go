@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,10 +70,12 @@ type Frame struct {
 	Data  []byte
 }
 
-// snapshot is a rendered top with its version.
+// snapshot is a rendered top with its version; entries is the JSON of its entries (what
+// a client shows of it).
 type snapshot struct {
 	version int64
 	data    []byte
+	entries []byte
 }
 
 // Hub fans board snapshots and per-user rank updates out to SSE clients. Each client
@@ -347,11 +350,19 @@ func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Tim
 		h.mu.Unlock()
 		return
 	}
-	if cur, ok := h.latest[key]; ok && cur.version >= version {
+	cur, ok := h.latest[key]
+	if ok && cur.version >= version {
 		h.mu.Unlock()
 		return
 	}
 	h.latest[key] = s
+	// A top whose streamed part is the same (entries past TopSize changed, which the top
+	// Redis caches holds too) is sent to nobody: clients would get the same board again
+	// with a new id. A client connecting later gets it, with its newer version.
+	if ok && bytes.Equal(cur.entries, s.entries) {
+		h.mu.Unlock()
+		return
+	}
 	targets := make([]*client, 0, len(h.clients[key]))
 	for c := range h.clients[key] {
 		targets = append(targets, c)
@@ -363,6 +374,24 @@ func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Tim
 			h.dropped.Inc()
 			c.drop()
 		}
+	}
+}
+
+// Wake wakes every stream of a board, whatever period it follows: one following the
+// current period looks at it again (a season an admin just started).
+func (h *Hub) Wake(board string) {
+	h.mu.Lock()
+	var targets []*client
+	for _, set := range h.clients {
+		for c := range set {
+			if c.board == board {
+				targets = append(targets, c)
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range targets {
+		c.signal()
 	}
 }
 
@@ -425,9 +454,13 @@ func (h *Hub) renderTop(board, period string, version int64, updatedAt time.Time
 	if entries == nil {
 		entries = []messages.Entry{}
 	}
-	v := map[string]any{"board": board, "period": period, "version": version, "entries": entries, "ts": h.cfg.Now().UTC()}
-	if !updatedAt.IsZero() {
-		v["updated_at"] = updatedAt.UTC() // when the top last changed, not when this was sent
+	listed, _ := json.Marshal(entries)
+	v := map[string]any{"board": board, "period": period, "version": version, "entries": json.RawMessage(listed), "ts": h.cfg.Now().UTC()}
+	// When the top last changed, not when this was sent; null for a board without entries,
+	// as GET /top has it (the time an empty period was loaded is no change of the board).
+	v["updated_at"] = nil
+	if !updatedAt.IsZero() && len(entries) > 0 {
+		v["updated_at"] = updatedAt.UTC()
 	}
 	if h.cfg.NextReset != nil {
 		if at, ok := h.cfg.NextReset(board, period); ok {
@@ -435,7 +468,7 @@ func (h *Hub) renderTop(board, period string, version int64, updatedAt time.Time
 		}
 	}
 	data, _ := json.Marshal(v)
-	return snapshot{version: version, data: data}
+	return snapshot{version: version, data: data, entries: listed}
 }
 
 // renderUser renders a user.rank.updated event.

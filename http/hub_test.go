@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func (c *clock) advance(d time.Duration)   { c.t = c.t.Add(d) }
 func newClock() *clock                     { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
 func hubWith(cfg HubConfig, c *clock) *Hub { cfg.Now = c.now; return NewHub(cfg, fakeBoards{}, nil) }
 
+// topOf is a top whose leader scored v: each version a different top.
+func topOf(v int64) []messages.Entry { return []messages.Entry{{Rank: 1, UserID: "x", Score: v}} }
+
 func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{Window: time.Millisecond}, clk)
@@ -54,7 +58,7 @@ func TestHubKeepsOnlyTheNewestSnapshot(t *testing.T) {
 	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("second take returned version %d", top.version)
 	}
-	h.PublishTop("global", "all_time", 4, time.Time{}, nil) // older than delivered: never sent
+	h.PublishTop("global", "all_time", 4, time.Time{}, topOf(4)) // older than delivered: never sent
 	if top, _, _ := c.take(0, clk.now()); top != nil {
 		t.Fatalf("older version %d offered after 5", top.version)
 	}
@@ -66,12 +70,12 @@ func TestHubWindowSpacesSnapshots(t *testing.T) {
 	clk := newClock()
 	h := hubWith(HubConfig{Window: 200 * time.Millisecond}, clk)
 	c, _ := h.register("u", "global", "all_time", -1)
-	h.PublishTop("global", "all_time", 1, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 1, time.Time{}, topOf(1))
 	if top, _, _ := c.take(h.cfg.Window, clk.now()); top == nil {
 		t.Fatal("first snapshot held back")
 	}
 	clk.advance(50 * time.Millisecond)
-	h.PublishTop("global", "all_time", 2, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 2, time.Time{}, topOf(2))
 	top, _, wait := c.take(h.cfg.Window, clk.now())
 	if top != nil || wait != 150*time.Millisecond {
 		t.Fatalf("50 ms after a snapshot: took %v, wait %v; want nothing for 150ms", top, wait)
@@ -91,10 +95,10 @@ func TestHubDropsClientsThatStayBehind(t *testing.T) {
 	h := hubWith(HubConfig{MaxBehind: 50 * time.Millisecond}, clk)
 	slow, _ := h.register("slow", "global", "all_time", -1)
 	fast, _ := h.register("fast", "global", "all_time", -1)
-	h.PublishTop("global", "all_time", 1, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 1, time.Time{}, topOf(1))
 	fast.take(0, clk.now())
 	clk.advance(50 * time.Millisecond)
-	h.PublishTop("global", "all_time", 2, time.Time{}, nil) // exactly MaxBehind: still kept
+	h.PublishTop("global", "all_time", 2, time.Time{}, topOf(2)) // exactly MaxBehind: still kept
 	select {
 	case <-slow.gone:
 		t.Fatal("dropped at exactly MaxBehind")
@@ -102,7 +106,7 @@ func TestHubDropsClientsThatStayBehind(t *testing.T) {
 	}
 	fast.take(0, clk.now())
 	clk.advance(time.Millisecond)
-	h.PublishTop("global", "all_time", 3, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 3, time.Time{}, topOf(3))
 	select {
 	case <-slow.gone:
 	default:
@@ -131,12 +135,12 @@ func TestHubUserEventsGoToThatUserOnly(t *testing.T) {
 func TestHubNeverQueuesWhatAReconnectingClientHas(t *testing.T) {
 	h := NewHub(HubConfig{}, fakeBoards{}, nil)
 	c, _ := h.register("u", "global", "all_time", 5) // Last-Event-ID: 5
-	h.PublishTop("global", "all_time", 4, time.Time{}, nil)
-	h.PublishTop("global", "all_time", 5, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 4, time.Time{}, topOf(4))
+	h.PublishTop("global", "all_time", 5, time.Time{}, topOf(5))
 	if top, _, _ := c.take(0, time.Now()); top != nil {
 		t.Fatalf("queued version %d for a client at 5", top.version)
 	}
-	h.PublishTop("global", "all_time", 6, time.Time{}, nil)
+	h.PublishTop("global", "all_time", 6, time.Time{}, topOf(6))
 	if top, _, _ := c.take(0, time.Now()); top == nil || top.version != 6 {
 		t.Fatalf("newer version not queued: %+v", top)
 	}
@@ -190,5 +194,44 @@ func TestHubSubscription(t *testing.T) {
 	}
 	if _, err := h.Subscribe(ctx, "z", "global", "all_time", -1); !errors.Is(err, errShuttingDown) {
 		t.Fatalf("subscribe after Close: %v", err)
+	}
+}
+
+// TestHubSendsOnlyChangesOfTheStreamedTop: the projector publishes
+// the board's cached top (LEADERBOARD_TOP_N, 100 by default) while a stream carries the
+// top 10 (TopSize). A change at rank 11 to 100 gives a new version of the cached top but
+// leaves the streamed top-10 as it was: API.md promises leaderboard.updated "while the
+// top-N changes" (README: "while the top-10 changes"), so nothing is due: the hub re-sent
+// the identical top-10 with a new id, to every stream of the board, up to 4/s each. A
+// change within the top 10 is sent. Found by a review.
+func TestHubSendsOnlyChangesOfTheStreamedTop(t *testing.T) {
+	clk := newClock()
+	h := hubWith(HubConfig{Window: time.Millisecond}, clk) // TopSize: the default 10
+	c, err := h.register("viewer", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := func(third, tail int64) []messages.Entry {
+		var es []messages.Entry
+		for i := range 12 {
+			es = append(es, messages.Entry{Rank: int64(i + 1), UserID: fmt.Sprintf("u%02d", i), Score: 1000 - int64(i)*10})
+		}
+		es[2].Score, es[11].Score = third, tail // ranks 3 and 12
+		return es
+	}
+	h.PublishTop("global", "all_time", 100, clk.now(), top(980, 5))
+	if first, _, _ := c.take(0, clk.now()); first == nil {
+		t.Fatal("no first snapshot")
+	}
+	clk.advance(time.Second)
+	h.PublishTop("global", "all_time", 101, clk.now(), top(980, 6)) // rank 12's score changed, the top 10 did not
+	clk.advance(time.Second)
+	if again, _, _ := c.take(0, clk.now()); again != nil {
+		t.Fatalf("a leaderboard.updated (id %d) although the streamed top-10 did not change: %s", again.version, again.data)
+	}
+	h.PublishTop("global", "all_time", 102, clk.now(), top(981, 6)) // rank 3's score changed
+	clk.advance(time.Second)
+	if next, _, _ := c.take(0, clk.now()); next == nil || next.version != 102 {
+		t.Fatalf("a change within the streamed top-10: %v, want version 102 sent", next)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // RealtimeConfig tunes the SSE endpoint.
@@ -106,6 +107,9 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 		case errors.Is(err, errTooManyStreams), errors.Is(err, errTooManyUserStreams), errors.Is(err, errShuttingDown):
 			w.Header().Set("Retry-After", "5")
 			writeError(w, r, http.StatusServiceUnavailable, "too_many_streams", err.Error(), "")
+			return
+		case errors.Is(err, storage.ErrNotFound): // a match without a point yet, as GET /top answers it
+			writeError(w, r, http.StatusNotFound, "unknown_board", err.Error(), "")
 			return
 		case err != nil:
 			s.readFailed(w, r, err)

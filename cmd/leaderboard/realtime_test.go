@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -347,4 +348,95 @@ func TestRealtimeTwoAPIProcesses(t *testing.T) {
 	if va, vb := fmt.Sprint(ca.versions()), fmt.Sprint(cb.versions()); va != vb {
 		t.Fatalf("process a streamed %s, process b %s", va, vb)
 	}
+}
+
+// TestRealtimeStreamOfAMatchWithoutEntries: GET /v1/boards/match:{id}/top of a match that
+// has no point yet is 404 unknown_board (a client's mistake, or a match not started), and
+// so is its stream: it was 503 dependency_unavailable with every store up (a match page
+// opened before the first point was told the service is down). Found by a review.
+func TestRealtimeStreamOfAMatchWithoutEntries(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	viewer := mintToken(t, "viewer")
+	if r := svc.do(t, http.MethodGet, "/v1/boards/match:not-started/top", viewer, ""); r.status != 404 {
+		t.Fatalf("GET top of a match without entries: %d %s", r.status, r.raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.base+"/v1/realtime/leaderboard?board=match:not-started&token="+svc.realtimeToken(t, viewer), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"unknown_board"`) {
+		t.Fatalf("stream of a match without entries: %d %s, want 404 unknown_board as GET /top answers", resp.StatusCode, body)
+	}
+}
+
+// TestRealtimeEmptyBoardSnapshotAgreesWithTop: the snapshot of a board period without
+// entries says what GET /top says of it: updated_at null (it said the moment the empty
+// period was loaded into Redis, when nothing on the board changed). Found by a review.
+func TestRealtimeEmptyBoardSnapshotAgreesWithTop(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	viewer := mintToken(t, "viewer")
+	c := svc.mustStream(t, "board=daily&token="+svc.realtimeToken(t, viewer), "")
+	eventually(t, 20*time.Second, func() string {
+		if len(c.named("leaderboard.updated")) == 0 {
+			return "no snapshot on connect"
+		}
+		return ""
+	})
+	snap := c.named("leaderboard.updated")[0].data
+	top := svc.do(t, http.MethodGet, "/v1/boards/daily/top", viewer, "")
+	if top.status != 200 || len(top.body["entries"].([]any)) != 0 || top.body["updated_at"] != nil {
+		t.Fatalf("GET top of the empty day: %d %s", top.status, top.raw)
+	}
+	if len(snap["entries"].([]any)) != 0 || snap["period"] != top.body["period"] {
+		t.Fatalf("snapshot %v", snap)
+	}
+	if u, ok := snap["updated_at"]; ok && u != nil {
+		t.Fatalf("the empty board's snapshot says it changed at %v; GET /top says updated_at null: %s", u, top.raw)
+	}
+}
+
+// TestRealtimeStreamMovesToANewSeason: a stream of a season board without ?period=
+// follows the current season, and API.md says it moves on to the next period at a reset;
+// for a season board the reset is an admin starting a season, which wakes the process's
+// streams of the board. They looked again only when they woke for something else: the
+// next heartbeat, up to 15 s later, while GET /top, the writes and every other read were
+// in the new season at once. Found by a review.
+func TestRealtimeStreamMovesToANewSeason(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil) // the default heartbeat, 15 s
+	admin, srv, viewer := mintToken(t, "ops", "admin"), mintToken(t, "gs", "server"), mintToken(t, "viewer")
+	c := svc.mustStream(t, "board=season&token="+svc.realtimeToken(t, viewer), "")
+	eventually(t, 20*time.Second, func() string {
+		if ups := c.named("leaderboard.updated"); len(ups) == 0 || ups[0].data["period"] != "1" {
+			return fmt.Sprintf("snapshot on connect: %v", ups)
+		}
+		return ""
+	})
+	started := time.Now()
+	if r := svc.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "s2", "reason": "next"}`); r.status != 201 {
+		t.Fatalf("start a season: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/boards/season/scores?wait=true", srv, `{"value": 5, "user_id": "sia"}`); r.status != 200 || r.body["period"] != "s2" {
+		t.Fatalf("write in the new season: %d %s", r.status, r.raw)
+	}
+	deadline := started.Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ups := c.named("leaderboard.updated")
+		if last := ups[len(ups)-1]; last.data["period"] == "s2" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ups := c.named("leaderboard.updated")
+	t.Fatalf("5 s after the season s2 started (GET /top and writes in s2 at once), the stream still shows season %v", ups[len(ups)-1].data["period"])
 }
