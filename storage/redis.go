@@ -624,15 +624,15 @@ func decodeRecords(users []string, res []any) ([]*storedEntry, error) {
 const heldTTL = 24 * time.Hour
 
 // A user's hold is the set of event ids of the admin commands on their way to its entry,
-// one field of the held hash (user -> event ids, space-separated: event ids hold no
-// spaces): held while the set is not empty. Each command takes its own id out (Unhold),
+// one field of the held hash (user -> event ids, one a line: event ids are printable, and
+// may hold spaces, never a newline): held while the set is not empty. Each command takes its own id out (Unhold),
 // when applied or when it was not accepted after all; a single slot, which the newest
 // command took over, was given back wrong when an older command was applied meanwhile.
 const holdSetLua = `
 local function without(cur, id)
   local ids, found = {}, false
   if cur then
-    for x in string.gmatch(cur, '%S+') do
+    for x in string.gmatch(cur, '[^\n]+') do
       if x == id then found = true else ids[#ids + 1] = x end
     end
   end
@@ -645,7 +645,7 @@ end
 var holdScript = redis.NewScript(holdSetLua + `
 local ids, found = without(redis.call('HGET', KEYS[1], ARGV[1]), ARGV[2])
 ids[#ids + 1] = ARGV[2]
-redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, ' '))
+redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, '\n'))
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 if found then return 0 end
 return 1
@@ -656,7 +656,7 @@ var unholdScript = redis.NewScript(holdSetLua + `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return 0 end
 local ids = without(cur, ARGV[2])
-if #ids == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, ' ')) end
+if #ids == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], table.concat(ids, '\n')) end
 return 0
 `)
 
