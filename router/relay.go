@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -250,9 +251,10 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	// position back would race that relay's acks, and an ack landing after it would undo
 	// it (a command the broker lost would then wait for the next rewind). Every claim
 	// rewinds, so a relay taking over from one that died recovers what it lost too.
-	// A claim that finds the position this process left (its session broke, say, and
-	// nobody forwarded the shard meanwhile) does not rewind: with the projector behind, it
-	// would produce everything not applied yet again, at every reconnect.
+	// A claim that finds the position this process left (its PostgreSQL session broke,
+	// say, and nobody forwarded the shard meanwhile) does not rewind: with the projector
+	// behind, it would produce everything not applied yet again, at every reconnect. After
+	// a failed produce it does (acked is cleared): the broker may be back without its data.
 	if pos := claim.Position(); pos == "" || pos != r.acked[shard] {
 		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
 		n, err := r.outbox.Rewind(rctx, shard)
@@ -282,6 +284,11 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 		start, began := r.clock.Now(), time.Now()
 		n, pending, err := r.forward(ctx, claim)
 		if err != nil {
+			if errors.Is(err, errProduce) {
+				// The broker may have lost what it acknowledged (it failed, and may come
+				// back without its data): the next claim rewinds.
+				r.acked[shard] = ""
+			}
 			return err
 		}
 		if n > 0 {
@@ -349,6 +356,9 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // (which releases the shard's lock) and claims the shard again on a new one.
 const relayCallTimeout = 15 * time.Second
 
+// errProduce marks a batch the broker did not take.
+var errProduce = errors.New("produce")
+
 // rewindTimeout bounds the rewind of a shard just claimed, which looks for the oldest
 // unapplied command among the rows the relay passed and counts those after it: longer
 // than a call of the forwarding loop when the projector lags far behind.
@@ -373,7 +383,7 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 	}
 	r.pace.wait(ctx, len(out))
 	if err := r.producer.SendMessages(out); err != nil {
-		return 0, false, fmt.Errorf("produce %d messages: %w", len(out), err)
+		return 0, false, fmt.Errorf("%w: %d messages: %w", errProduce, len(out), err)
 	}
 	actx, cancel := context.WithTimeout(ctx, relayCallTimeout)
 	err = claim.Ack(actx)

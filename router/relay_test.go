@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -492,5 +494,83 @@ func TestRelayClaimingItsShardAgainForwardsNothingAgain(t *testing.T) {
 	insert("d")
 	if got := kafkaUntil(ctx, t, broker, topics.Scores, "d"); strings.Join(got, " ") != "a b c d" {
 		t.Errorf("Kafka has %v, want [a b c d]: a relay claiming again the shard it forwarded produced every command the projector had not applied yet a second time", got)
+	}
+}
+
+// failures is a slog handler that signals every "relay shard failed" record.
+type failures struct{ ch chan struct{} }
+
+func (f failures) Enabled(context.Context, slog.Level) bool { return true }
+func (f failures) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "relay shard failed") {
+		select {
+		case f.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (f failures) WithAttrs([]slog.Attr) slog.Handler { return f }
+func (f failures) WithGroup(string) slog.Handler      { return f }
+
+// TestRelayRewindsAfterAFailedProduce: the broker acknowledges a, b, c and then loses
+// them (it restarts without its data, README: "a broker that lost messages (even its whole
+// data directory) gets them again"). The relay's next produce fails, it drops its claim and
+// claims the shard again at the position it acked itself: it rewinds all the same, so a,
+// b, c (never applied) reach the new broker. Without that (the skip for a claim at its own
+// position) they were never forwarded again. Found by a review.
+func TestRelayRewindsAfterAFailedProduce(t *testing.T) {
+	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-review5-lost")
+	outbox := storage.NewOutboxMaintenance(pool, schema)
+	table := schema.Messages.MessagesTable(schema.Topic(0))
+	insert := func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, portText, err := net.SplitHostPort(broker.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portText)
+	failed := failures{ch: make(chan struct{}, 1)}
+	r, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores, IdleInterval: 50 * time.Millisecond}, nil, slog.New(failed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	<-r.Running()
+	for _, id := range []string{"a", "b", "c"} {
+		insert(id)
+	}
+	if got := kafkaUntil(ctx, t, broker, topics.Scores, "c"); strings.Join(got, " ") != "a b c" {
+		t.Fatalf("Kafka has %v, want [a b c]", got)
+	}
+	// The broker goes, with everything it had; the relay's next produce fails.
+	broker.Close()
+	insert("d")
+	select {
+	case <-failed.ch:
+	case <-ctx.Done():
+		t.Fatal("the relay's produce to a broker that is gone did not fail")
+	}
+	// The broker comes back empty on the same address.
+	fresh, err := StartEmbeddedKafka("", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fresh.Close)
+	if err := EnsureTopics(fresh.Addrs(), topics); err != nil {
+		t.Fatal(err)
+	}
+	if got := kafkaUntil(ctx, t, fresh, topics.Scores, "d"); strings.Join(got, " ") != "a b c d" {
+		t.Errorf("the broker that lost its data has %v, want [a b c d]: after a failed produce a claim rewinds", got)
 	}
 }
