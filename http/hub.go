@@ -126,6 +126,7 @@ type client struct {
 	top          *snapshot // newest snapshot not yet handed out
 	topSince     time.Time // when top became pending
 	lastVersion  int64     // newest snapshot version queued or handed out
+	lastEntries  []byte    // the entries of that snapshot (nil: none yet, or a new period)
 	userEvents   [][]byte
 	lastTopWrite time.Time
 }
@@ -139,12 +140,14 @@ func (c *client) signal() {
 	}
 }
 
-// offerTop queues a snapshot if it is newer than what the client has; it reports false
+// offerTop queues a snapshot if it is newer than what the client has and shows other
+// entries (a newer top whose streamed part is the same, entries past TopSize changed, is
+// not sent: the client would get the same board again with a new id); it reports false
 // when the client has had an unsent snapshot for longer than maxBehind at now.
 func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.version <= c.lastVersion {
+	if s.version <= c.lastVersion || c.lastEntries != nil && bytes.Equal(c.lastEntries, s.entries) {
 		return true
 	}
 	if c.top != nil && now.Sub(c.topSince) > maxBehind {
@@ -153,7 +156,7 @@ func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bo
 	if c.top == nil {
 		c.topSince = now
 	}
-	c.top, c.lastVersion = &s, s.version
+	c.top, c.lastVersion, c.lastEntries = &s, s.version, s.entries
 	c.signal()
 	return true
 }
@@ -252,7 +255,7 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	h.mu.Unlock()
 	c.mu.Lock()
 	had := c.lastVersion
-	c.top, c.lastVersion = nil, -1
+	c.top, c.lastVersion, c.lastEntries = nil, -1, nil
 	c.mu.Unlock()
 	snap, err := h.snapshot(ctx, c.board, period)
 	if err != nil {
@@ -350,19 +353,11 @@ func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Tim
 		h.mu.Unlock()
 		return
 	}
-	cur, ok := h.latest[key]
-	if ok && cur.version >= version {
+	if cur, ok := h.latest[key]; ok && cur.version >= version {
 		h.mu.Unlock()
 		return
 	}
 	h.latest[key] = s
-	// A top whose streamed part is the same (entries past TopSize changed, which the top
-	// Redis caches holds too) is sent to nobody: clients would get the same board again
-	// with a new id. A client connecting later gets it, with its newer version.
-	if ok && bytes.Equal(cur.entries, s.entries) {
-		h.mu.Unlock()
-		return
-	}
 	targets := make([]*client, 0, len(h.clients[key]))
 	for c := range h.clients[key] {
 		targets = append(targets, c)

@@ -2,9 +2,11 @@ package http
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,5 +235,86 @@ func TestHubSendsOnlyChangesOfTheStreamedTop(t *testing.T) {
 	clk.advance(time.Second)
 	if next, _, _ := c.take(0, clk.now()); next == nil || next.version != 102 {
 		t.Fatalf("a change within the streamed top-10: %v, want version 102 sent", next)
+	}
+}
+
+// redisTop is a BoardReader whose Top is what Redis holds now.
+type redisTop struct {
+	fakeBoards
+	mu  sync.Mutex
+	top storage.Top
+}
+
+func (r *redisTop) set(t storage.Top) { r.mu.Lock(); r.top = t; r.mu.Unlock() }
+func (r *redisTop) Top(context.Context, string, string, int) (storage.Top, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.top, nil
+}
+
+// TestHubStreamGetsTheTopAfterACoalescedVersion: notifications are coalesced (the
+// ChangePublisher keeps only the newest top of a board per 100 ms) and best effort, so
+// the hub may never see a version Redis had. Stream X follows the board (the hub has
+// version 10: top A). Redis moves to version 11 (top B: a cheater's score on top), and
+// stream Y opens, reading version 11 (B) from Redis. The cheater is removed: version 12,
+// top A again; version 11's notification was coalesced away. Y must get version 12 (A):
+// its board shows B. The same-entries check compared version 12 with the hub's latest (10,
+// A) and sent it to nobody: Y showed the removed cheater until the next change of the top.
+// It compares with what each client was offered. Found by a review.
+func TestHubStreamGetsTheTopAfterACoalescedVersion(t *testing.T) {
+	clk := newClock()
+	at := clk.now()
+	a := []messages.Entry{{Rank: 1, UserID: "alice", Score: 100, UpdatedAt: at}, {Rank: 2, UserID: "bob", Score: 90, UpdatedAt: at}}
+	b := append([]messages.Entry{{Rank: 1, UserID: "cheater", Score: 1_000_000, UpdatedAt: at}},
+		messages.Entry{Rank: 2, UserID: "alice", Score: 100, UpdatedAt: at}, messages.Entry{Rank: 3, UserID: "bob", Score: 90, UpdatedAt: at})
+	stored := func(es []messages.Entry) []storage.Entry {
+		var out []storage.Entry
+		for _, e := range es {
+			out = append(out, storage.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, UpdatedAt: e.UpdatedAt})
+		}
+		return out
+	}
+	redis := &redisTop{top: storage.Top{Version: 10, UpdatedAt: at, Entries: stored(a)}}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, redis, nil)
+	ctx := context.Background()
+
+	x, err := h.Subscribe(ctx, "x", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(false)
+	h.PublishTop("global", "all_time", 10, at, a)
+	x.Frames()
+
+	redis.set(storage.Top{Version: 11, UpdatedAt: at, Entries: stored(b)}) // its notification never comes
+	y, err := h.Subscribe(ctx, "y", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close(false)
+	clk.advance(time.Second)
+	frames, _ := y.Frames()
+	if len(frames) == 0 || frames[0].ID != "11" {
+		t.Fatalf("Y's first frames: %+v, want version 11", frames)
+	}
+
+	redis.set(storage.Top{Version: 12, UpdatedAt: at, Entries: stored(a)})
+	h.PublishTop("global", "all_time", 12, at, a) // the cheater removed
+	clk.advance(time.Second)
+	frames, _ = y.Frames()
+	var got []string
+	for _, f := range frames {
+		if f.Event == "leaderboard.updated" {
+			var v struct {
+				Entries []messages.Entry `json:"entries"`
+			}
+			_ = json.Unmarshal(f.Data, &v)
+			for _, e := range v.Entries {
+				got = append(got, e.UserID)
+			}
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("stream Y got no leaderboard.updated for version 12: it still shows version 11, the removed cheater first, while the board's top is alice, bob")
 	}
 }
