@@ -346,9 +346,11 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		return storage.RecordAuditTx(ctx, tx, audit)
 	})
 	// A command not accepted now (a reused event id, or a retry of one accepted before)
-	// takes its hold out, unless its id held the user already (the command accepted before,
-	// still on its way); one whose outcome is unknown (err) keeps it: it may be accepted.
-	if err == nil && outcome != storage.Accepted && added {
+	// takes its hold out when its id did not hold the user already and the command
+	// recorded under it is applied: one still on its way (a request racing its own retry
+	// may lose the insert to it) needs the hold until the projector takes it out. One whose
+	// outcome is unknown (err) keeps it: it may be accepted.
+	if err == nil && outcome != storage.Accepted && added && s.applied(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID) {
 		if rerr := s.Moderation.Holds.Unhold(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID); rerr != nil {
 			s.Logger.Warn("restore the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,18 +88,44 @@ func (a acceptAs) AcceptWith(context.Context, storage.Command, func(context.Cont
 }
 
 // holdSet records the holds of one user as a set of event ids, as storage.Boards does.
-type holdSet map[string]bool
+type holdSet struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
 
-func (h holdSet) Hold(_ context.Context, _, _, _, id string) (bool, error) {
-	added := !h[id]
-	h[id] = true
+func newHoldSet(ids ...string) *holdSet {
+	h := &holdSet{ids: map[string]bool{}}
+	for _, id := range ids {
+		h.ids[id] = true
+	}
+	return h
+}
+
+func (h *holdSet) Hold(_ context.Context, _, _, _, id string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	added := !h.ids[id]
+	h.ids[id] = true
 	return added, nil
 }
 
-func (h holdSet) Unhold(_ context.Context, _, _, _, id string) error {
-	delete(h, id)
+func (h *holdSet) Unhold(_ context.Context, _, _, _, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.ids, id)
 	return nil
 }
+
+func (h *holdSet) held(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[id]
+}
+
+// unappliedLog says no event is applied yet.
+type unappliedLog struct{ appliedLog }
+
+func (unappliedLog) IsApplied(context.Context, string, string) (bool, error) { return false, nil }
 
 // TestModerationNotAcceptedTakesItsHoldOut: an admin command answered 409, or a retry of
 // one accepted and applied before, takes its id out of the user's hold; a retry of one
@@ -109,21 +136,74 @@ func TestModerationNotAcceptedTakesItsHoldOut(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		outcome storage.AcceptOutcome
-		before  holdSet
+		before  *holdSet
+		log     RequestLog
 		want    bool // still held by adj-1
 	}{
-		{"accepted", storage.Accepted, holdSet{}, true},
-		{"409", storage.Conflict, holdSet{}, false},
-		{"a retry of one applied", storage.Duplicate, holdSet{}, false},
-		{"a retry of one on its way", storage.Duplicate, holdSet{"adj-1": true}, true},
+		{"accepted", storage.Accepted, newHoldSet(), appliedLog{}, true},
+		{"409", storage.Conflict, newHoldSet(), appliedLog{}, false},
+		{"a retry of one applied", storage.Duplicate, newHoldSet(), appliedLog{}, false},
+		{"a retry of one on its way", storage.Duplicate, newHoldSet("adj-1"), unappliedLog{}, true},
+		{"a retry of one on its way, released meanwhile (a race)", storage.Duplicate, newHoldSet(), unappliedLog{}, true},
 	} {
-		s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Moderation: Moderation{Commands: acceptAs(c.outcome), Holds: c.before}}}
+		s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Requests: c.log, Moderation: Moderation{Commands: acceptAs(c.outcome), Holds: c.before}}}
 		r := httptest.NewRequest(http.MethodPost, "/admin/boards/global/entries/u/adjust", nil)
 		r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, &Claims{}))
 		w := httptest.NewRecorder()
 		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: "adj-1", Board: "global", Period: "all_time", UserID: "u", Value: 3}, "", "entry.adjust", "fix", nil)
-		if got := c.before["adj-1"]; got != c.want {
+		if got := c.before.held("adj-1"); got != c.want {
 			t.Errorf("%s (%d): held by adj-1 %v, want %v", c.name, w.Code, got, c.want)
 		}
+	}
+}
+
+// raceAccept is the command log under two requests of one admin command (a client's
+// retry while the first request still runs): the first to reach it waits, and loses the
+// insert of the event id to the second (Duplicate); the second is Accepted.
+type raceAccept struct {
+	calls            atomic.Int32
+	entered, release chan struct{}
+}
+
+func (a *raceAccept) AcceptWith(context.Context, storage.Command, func(context.Context, *sql.Tx) error) (storage.AcceptOutcome, error) {
+	if a.calls.Add(1) == 1 {
+		close(a.entered)
+		<-a.release
+		return storage.Duplicate, nil
+	}
+	return storage.Accepted, nil
+}
+
+// TestModerationRetryRacingItsFirstRequestKeepsTheHold: request 1 of an adjustment holds
+// the user (its id is new: added) and waits on PostgreSQL; request 2, the client's retry
+// with the same event id, finds the id holding (not added) and is the one whose insert is
+// Accepted; request 1 then finds the event id recorded: Duplicate, with added set. It
+// took the id out of the hold, though the command was accepted and not applied: a best
+// score was answered "unchanged" against the entry Redis still showed, which the
+// adjustment on its way lowers or removes (what the hold is for). Found by a review.
+func TestModerationRetryRacingItsFirstRequestKeepsTheHold(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
+	holds := newHoldSet()
+	cmds := &raceAccept{entered: make(chan struct{}), release: make(chan struct{})}
+	s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Requests: unappliedLog{}, Moderation: Moderation{Commands: cmds, Holds: holds}}}
+	send := func() int {
+		r := httptest.NewRequest(http.MethodPost, "/admin/boards/global/entries/u/adjust", nil)
+		r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, &Claims{}))
+		w := httptest.NewRecorder()
+		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: "adj-1", Board: "global", Period: "all_time", UserID: "u", Value: 3}, "", "entry.adjust", "fix", nil)
+		return w.Code
+	}
+	first := make(chan int, 1)
+	go func() { first <- send() }()
+	<-cmds.entered // request 1 holds the user and waits for PostgreSQL
+	if code := send(); code != http.StatusAccepted {
+		t.Fatalf("request 2: %d, want 202", code)
+	}
+	close(cmds.release)
+	if code := <-first; code != http.StatusAccepted {
+		t.Fatalf("request 1: %d, want 202 (a retry answered as the first time)", code)
+	}
+	if !holds.held("adj-1") {
+		t.Errorf("the adjustment adj-1 is accepted and on its way (not applied), but its id no longer holds the user")
 	}
 }
