@@ -16,11 +16,11 @@ type appliedLog struct{}
 func (appliedLog) Check(context.Context, string, string, []byte) (storage.AcceptOutcome, error) {
 	return 0, storage.ErrNotFound
 }
-func (appliedLog) RecordUnchanged(context.Context, string, string, string, []byte, time.Time) (storage.AcceptOutcome, bool, error) {
-	return storage.Accepted, true, nil
+func (appliedLog) RecordUnchanged(_ context.Context, _, _, _, period string, _ []byte, _ time.Time) (storage.AcceptOutcome, bool, string, error) {
+	return storage.Accepted, true, period, nil
 }
-func (appliedLog) WasUnchanged(context.Context, string, string) (bool, time.Time, error) {
-	return false, time.Time{}, nil
+func (appliedLog) WasUnchanged(context.Context, string, string) (bool, string, error) {
+	return false, "", nil
 }
 func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { return true, nil }
 func (appliedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {

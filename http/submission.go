@@ -1,6 +1,7 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -28,8 +29,10 @@ type RequestLog interface {
 	// RecordUnchanged records a write answered "unchanged" under its client's event id
 	// (Accepted when new; else Duplicate or Conflict, and whether the recorded one was
 	// answered unchanged too); WasUnchanged tells a recorded event id answered so.
-	RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte, at time.Time) (storage.AcceptOutcome, bool, error)
-	WasUnchanged(ctx context.Context, userID, eventID string) (bool, time.Time, error)
+	// (and the period it was answered for); WasUnchanged tells a recorded event id answered
+	// so, and its period.
+	RecordUnchanged(ctx context.Context, userID, eventID, board, period string, hash []byte, at time.Time) (storage.AcceptOutcome, bool, string, error)
+	WasUnchanged(ctx context.Context, userID, eventID string) (bool, string, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
 	// AppliedIn tells whether the event was applied to the board, the period it was
 	// applied to (the one it was accepted for), and the version of the user's entry there
@@ -142,14 +145,18 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 			// The client's event id is recorded as answered unchanged, so that a retry is
 			// answered so again and never applied, and another body under it is 409; a
 			// retry of an accepted write is answered as the first time.
-			seen, unchanged, err := s.requests.RecordUnchanged(ctx, w.UserID, w.EventID, w.Board.Key(), hash, at)
+			seen, unchanged, was, err := s.requests.RecordUnchanged(ctx, w.UserID, w.EventID, w.Board.Key(), period, hash, at)
 			switch {
 			case err != nil:
 				return submitted{}, err
 			case seen == storage.Conflict:
 				return submitted{}, errEventIDConflict
-			case unchanged:
+			case unchanged && (was == "" || was == period):
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+			case unchanged: // a retry after a reset: answered for the period it was made in
+				if cur, err := s.reads.fast(ctx, w.Board, was, w.UserID); err == nil {
+					return submitted{Unchanged: true, Entry: cur, Period: was, At: at}, nil
+				}
 			}
 			return outcome(seen, period, at)
 		}
@@ -171,11 +178,10 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 	// Redis could not tell, or the period was reset since) is answered unchanged again,
 	// with the entry as it is in the period the write was made in.
 	if seen == storage.Duplicate && w.mayBeUnchanged() && w.ClientEventID {
-		if was, madeAt, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
-			if made, err := s.periods.CurrentAt(ctx, w.Board, madeAt); err == nil {
-				if cur, err := s.reads.fast(ctx, w.Board, made, w.UserID); err == nil {
-					return submitted{Unchanged: true, Entry: cur, Period: made, At: at}, nil
-				}
+		if was, made, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
+			made = cmp.Or(made, period)
+			if cur, err := s.reads.fast(ctx, w.Board, made, w.UserID); err == nil {
+				return submitted{Unchanged: true, Entry: cur, Period: made, At: at}, nil
 			}
 		}
 	}

@@ -165,13 +165,16 @@ func TestOutboxAcceptWritesOutboxRowAndRequest(t *testing.T) {
 		{"alice", "ev-1", cmd.BodyHash, storage.Duplicate, false}, // an accepted write's retry
 		{"bob", "u-1", other[:], storage.Accepted, true},          // event ids are the user's
 	} {
-		got, unchanged, err := requests.RecordUnchanged(ctx, c.user, c.event, "global", c.hash, t0)
+		got, unchanged, _, err := requests.RecordUnchanged(ctx, c.user, c.event, "global", "all_time", c.hash, t0)
 		if err != nil || got != c.want || unchanged != c.unchanged {
 			t.Errorf("RecordUnchanged(%s, %s) = %v, unchanged %v, %v; want %v, %v", c.user, c.event, got, unchanged, err, c.want, c.unchanged)
 		}
 	}
-	if was, at, err := requests.WasUnchanged(ctx, "alice", "u-1"); err != nil || !was || !at.Equal(t0) {
-		t.Errorf("WasUnchanged(alice, u-1) = %v, %v, %v; want true, when it was made (%v)", was, at, err, t0)
+	if was, period, err := requests.WasUnchanged(ctx, "alice", "u-1"); err != nil || !was || period != "all_time" {
+		t.Errorf("WasUnchanged(alice, u-1) = %v, %q, %v; want true, all_time (the period it was answered for)", was, period, err)
+	}
+	if _, _, period, err := requests.RecordUnchanged(ctx, "alice", "u-1", "global", "2026-W20", other[:], t0); err != nil || period != "all_time" {
+		t.Errorf("RecordUnchanged of a retry in another period = %q, %v; want the recorded all_time", period, err)
 	}
 	if was, _, err := requests.WasUnchanged(ctx, "alice", "ev-1"); err != nil || was {
 		t.Errorf("WasUnchanged(alice, ev-1) = %v, %v", was, err)

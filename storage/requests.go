@@ -188,47 +188,56 @@ func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []b
 }
 
 // RecordUnchanged records a write answered "unchanged" (a best score that does not beat
-// its entry) under the client's event id, unless the event id is recorded already: New
-// (Accepted) when it was not, else Duplicate or Conflict by the body hash, with whether the
-// recorded request was itself answered unchanged (a retry answered so again) or accepted.
-func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board string, hash []byte, at time.Time) (AcceptOutcome, bool, error) {
+// its entry of period) under the client's event id, unless the event id is recorded
+// already: New (Accepted) when it was not, else Duplicate or Conflict by the body hash,
+// with whether the recorded request was itself answered unchanged (a retry answered so
+// again) or accepted, and the period it was answered for (this one when new).
+func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board, period string, hash []byte, at time.Time) (AcceptOutcome, bool, string, error) {
 	// One row: the insert's, or (the insert's snapshot cannot see its own row) the one
 	// recorded before.
 	var inserted, unchanged bool
 	var recorded []byte
+	var recordedPeriod *string
 	err := r.pool.QueryRow(ctx, `
 		WITH ins AS (
-			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged, accepted_at)
-			VALUES ($2, $3, $1, $4, true, $5)
+			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged, accepted_at, period)
+			VALUES ($2, $3, $1, $4, true, $5, $6)
 			ON CONFLICT (user_id, event_id) DO NOTHING
 			RETURNING true)
-		SELECT true, ''::bytea, true FROM ins
+		SELECT true, ''::bytea, true, $6::text FROM ins
 		UNION ALL
-		SELECT false, body_hash, unchanged FROM score_requests WHERE user_id = $1 AND event_id = $2`,
-		userID, eventID, hash, board, at).Scan(&inserted, &recorded, &unchanged)
+		SELECT false, body_hash, unchanged, period FROM score_requests WHERE user_id = $1 AND event_id = $2`,
+		userID, eventID, hash, board, at, period).Scan(&inserted, &recorded, &unchanged, &recordedPeriod)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// A concurrent request took the event id, not committed when the read began.
-		return 0, false, unavailable("record an unchanged request", errors.New("the event id was recorded concurrently; retry"))
+		return 0, false, "", unavailable("record an unchanged request", errors.New("the event id was recorded concurrently; retry"))
 	case err != nil:
-		return 0, false, unavailable("record an unchanged request", err)
+		return 0, false, "", unavailable("record an unchanged request", err)
 	case inserted:
-		return Accepted, true, nil
+		return Accepted, true, period, nil
 	}
-	return seenBefore(recorded, hash), unchanged, nil
+	return seenBefore(recorded, hash), unchanged, deref(recordedPeriod), nil
 }
 
 // WasUnchanged reports whether a user's event id is recorded as a write answered
-// "unchanged" (RecordUnchanged), and when that write was made (the API's clock, which
-// decided its period).
-func (r *RequestLog) WasUnchanged(ctx context.Context, userID, eventID string) (bool, time.Time, error) {
+// "unchanged" (RecordUnchanged), and the period it was answered for ("" when recorded
+// before the period was: the caller's current one stands in).
+func (r *RequestLog) WasUnchanged(ctx context.Context, userID, eventID string) (bool, string, error) {
 	var unchanged bool
-	var at time.Time
-	err := r.pool.QueryRow(ctx, `SELECT unchanged, accepted_at FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&unchanged, &at)
+	var period *string
+	err := r.pool.QueryRow(ctx, `SELECT unchanged, period FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&unchanged, &period)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, time.Time{}, nil
+		return false, "", nil
 	}
-	return unchanged, at, unavailable("look up request", err)
+	return unchanged, deref(period), unavailable("look up request", err)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // IsApplied reports whether a user's event has been applied to PostgreSQL.

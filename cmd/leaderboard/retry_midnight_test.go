@@ -2,6 +2,9 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,5 +94,73 @@ func TestUnchangedWriteRetriedAfterTheReset(t *testing.T) {
 	retry := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores", alice, body)
 	if retry.status != 200 || retry.body["status"] != "unchanged" || retry.body["period"] != "2026-W19" || num(retry.body["score"]) != 30 {
 		t.Errorf("the unchanged write retried 10 s after the weekly reset: %d %s, want it answered as the first time: %s", retry.status, retry.raw, first.raw)
+	}
+}
+
+// TestUnchangedWriteRetriedAfterTheResetWhereItDoesNotImprove: a write answered 200
+// unchanged in week W19 and retried (same event id, same body) after the weekly reset must
+// be answered as the first time: unchanged, week W19, with that week's entry, also when
+// the player already has a better entry in W20 (Redis then says "unchanged" for W20 too;
+// the answer named W20 and its entry). The request log keeps the period an unchanged write
+// was answered for (migration 0015). Found by a review.
+func TestUnchangedWriteRetriedAfterTheResetWhereItDoesNotImprove(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	clock.set(time.Date(2026, 5, 10, 23, 59, 40, 0, time.UTC)) // Sunday: week 2026-W19 ends at midnight
+	svc := env.startWith(nil, clock.now)
+	alice := mintToken(t, "alice")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores?wait=true", alice, `{"value": 30, "event_id": "g-1"}`); r.status != 200 || r.body["status"] != "applied" {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	body := `{"value": 40, "event_id": "g-2"}` // slower: does not improve
+	first := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores", alice, body)
+	if first.status != 200 || first.body["status"] != "unchanged" || first.body["period"] != "2026-W19" || num(first.body["score"]) != 30 {
+		t.Fatalf("unchanged write: %d %s", first.status, first.raw)
+	}
+	clock.set(time.Date(2026, 5, 11, 0, 0, 10, 0, time.UTC)) // Monday: week 2026-W20
+	if r := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores?wait=true", alice, `{"value": 20, "event_id": "g-3"}`); r.status != 200 || r.body["status"] != "applied" || r.body["period"] != "2026-W20" {
+		t.Fatalf("the new week's write: %d %s", r.status, r.raw)
+	}
+	retry := svc.do(t, http.MethodPost, "/v1/boards/fastest/scores", alice, body)
+	if retry.status != 200 || retry.body["status"] != "unchanged" || retry.body["period"] != "2026-W19" || num(retry.body["score"]) != 30 {
+		t.Errorf("the unchanged write retried after the weekly reset, the player having a better entry that week: %d %s, want it answered as the first time: %s", retry.status, retry.raw, first.raw)
+	}
+}
+
+// TestUnchangedWriteRetriedAfterANewSeason: the same on a best board by seasons. A write
+// answered 200 unchanged in season 1, retried (same event id, same body) after an admin
+// started season 2, must be answered as the first time: unchanged, season 1 (a period
+// recomputed from the write's time named the newest season, where the player had no entry,
+// and the retry fell through to 202 "accepted" for a command never to be applied). Found
+// by a review.
+func TestUnchangedWriteRetriedAfterANewSeason(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile("../../configs/boards.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "boards.yaml")
+	boards := strings.TrimRight(string(example), "\n") + "\n  - id: ranked\n    operator: best\n    period: season\n    min_value: 0\n    max_value: 1000000\n"
+	if err := os.WriteFile(file, []byte(boards), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_BOARDS_FILE": file})
+	alice, admin := mintToken(t, "alice"), mintToken(t, "mod", "admin")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/ranked/scores?wait=true", alice, `{"value": 50, "event_id": "s-1"}`); r.status != 200 || r.body["status"] != "applied" || r.body["period"] != "1" {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	body := `{"value": 40, "event_id": "s-2"}` // lower: does not improve
+	first := svc.do(t, http.MethodPost, "/v1/boards/ranked/scores", alice, body)
+	if first.status != 200 || first.body["status"] != "unchanged" || first.body["period"] != "1" {
+		t.Fatalf("unchanged write: %d %s", first.status, first.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/boards/ranked/seasons", admin, `{"season": "2", "reason": "new season"}`); r.status != http.StatusCreated {
+		t.Fatalf("start season 2: %d %s", r.status, r.raw)
+	}
+	retry := svc.do(t, http.MethodPost, "/v1/boards/ranked/scores", alice, body)
+	if retry.status != 200 || retry.body["status"] != "unchanged" || retry.body["period"] != "1" || num(retry.body["score"]) != 50 {
+		t.Errorf("the unchanged write retried after a new season: %d %s, want it answered as the first time: %s", retry.status, retry.raw, first.raw)
 	}
 }
