@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"time"
 
@@ -233,12 +232,20 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	}
 	renamedEntries := queueNickNames(b, out.NickNames)
 	// A user named only by commands delivered again gets the name PostgreSQL holds, for
-	// the mirror (its Redis step may be what failed the first time), on every entry of
-	// theirs as after a rename: the first attempt may have renamed them.
+	// the mirror (its Redis step may be what failed the first time); and if that name
+	// changed since the earliest such command was accepted (its first attempt may have
+	// renamed them), on every entry of theirs, as after a rename. Not on every redelivery:
+	// a rewind's backlog of applied commands would mirror all of its users' entries.
 	var again []string
+	since := map[string]time.Time{}
 	for i, e := range events {
-		if !out.Fresh[i] && e.NickName != "" && out.NickNames[e.UserID] == "" && !slices.Contains(again, e.UserID) {
-			again = append(again, e.UserID)
+		if !out.Fresh[i] && e.NickName != "" && out.NickNames[e.UserID] == "" {
+			if at, ok := since[e.UserID]; !ok {
+				again = append(again, e.UserID)
+				since[e.UserID] = e.OccurredAt
+			} else if e.OccurredAt.Before(at) {
+				since[e.UserID] = e.OccurredAt
+			}
 		}
 	}
 	known := map[string]string{}
@@ -252,7 +259,14 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			})
 			return err
 		})
-		againEntries = queueLoadSynced(b, again)
+		ats := make([]time.Time, len(again))
+		for i, u := range again {
+			ats[i] = since[u]
+		}
+		againEntries = queueEntries(b, `SELECT `+entryColumns+` FROM board_entries e
+			JOIN unnest($1::text[], $2::timestamptz[]) AS k(u, at) ON e.user_id = k.u
+			JOIN users n ON n.user_id = k.u AND n.updated_at >= k.at
+			ORDER BY 1, 2, 3`, again, ats)
 	}
 	queueDeleteForwarded(b, events, outboxShards)
 	var syncedEntries *[]EntryState

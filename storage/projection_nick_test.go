@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openleaderboard/leaderboard/storage"
 )
@@ -105,5 +106,13 @@ func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
 	}
 	if got := strings.Join(boards, " "); got != "points:false global:true" {
 		t.Errorf("the retry names %s, want points:false global:true (every entry of alice's)", got)
+	}
+	// A command delivered again whose user was not renamed since it was accepted (a
+	// rewind's backlog, say) names only its own entries.
+	later := incrEvent("ev-3", "alice", 1, time.Now().Add(time.Hour))
+	later.NickName = "Alicia"
+	mustApply(t, p, later)
+	if again := mustApply(t, p, later); len(again.Entries) != 1 || again.Entries[0].Board != "points" {
+		t.Errorf("a redelivery without a rename since names %v, want only its points entry", again.Entries)
 	}
 }
