@@ -126,13 +126,7 @@ func kafkaUntil(ctx context.Context, t *testing.T, broker *EmbeddedKafka, topic,
 func TestRelayRewindsAShardItClaims(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-rewind")
 	outbox := storage.NewOutboxMaintenance(pool, schema)
-	table := schema.Messages.MessagesTable(schema.Topic(0))
-	insert := func(id string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := outboxInserter(ctx, t, pool, schema)
 	position := func() (pos string) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+
@@ -179,16 +173,7 @@ func TestRelayRewindsAShardItClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	<-b.Running()
+	runRelay(ctx, t, b)
 	time.Sleep(200 * time.Millisecond)
 	if now := position(); now != acked {
 		t.Fatalf("relay B moved the position of a shard relay A forwards: %s, then %s", acked, now)
@@ -221,13 +206,7 @@ func TestRelayLingers(t *testing.T) {
 	defer r.producer.Close()
 	clk := newTestClock()
 	r.clock = clk
-	insert := func(id string) {
-		t.Helper()
-		_, err := pool.Exec(ctx, `INSERT INTO `+schema.Messages.MessagesTable(schema.Topic(0))+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := outboxInserter(ctx, t, pool, schema)
 	batches := func() (n uint64, rows float64) {
 		t.Helper()
 		families, err := reg.Gather()
@@ -404,6 +383,33 @@ func newRelayEnv(t *testing.T, topicPrefix string) (context.Context, *pgxpool.Po
 	return ctx, pool, schema, broker, topics
 }
 
+// outboxInserter returns a function that commits an outbox row of shard 0 keyed u1 with
+// uuid id.
+func outboxInserter(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema storage.OutboxSchema) func(id string) {
+	table := schema.Messages.MessagesTable(schema.Topic(0))
+	return func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runRelay runs r until the test ends and waits until it runs.
+func runRelay(ctx context.Context, t *testing.T, r *Relay) {
+	t.Helper()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	<-r.Running()
+}
+
 // TestRelayForwardsTheRowName: a plain outbox message goes to Kafka with the name of its
 // outbox row (the projector deletes that row when it applies it); a requeued dead letter,
 // a forwarder envelope, goes without one, whatever the metadata it kept names: its own
@@ -457,27 +463,12 @@ func TestRelayForwardsTheRowName(t *testing.T) {
 func TestRelayClaimingItsShardAgainForwardsNothingAgain(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-reclaim")
 	outbox := storage.NewOutboxMaintenance(pool, schema)
-	table := schema.Messages.MessagesTable(schema.Topic(0))
-	insert := func(id string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := outboxInserter(ctx, t, pool, schema)
 	r, err := NewRelay(outbox, RelayConfig{Shards: 1, Brokers: broker.Addrs(), Topic: topics.Scores, IdleInterval: 50 * time.Millisecond}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	<-r.Running()
+	runRelay(ctx, t, r)
 	for _, id := range []string{"a", "b", "c"} {
 		insert(id)
 	}
@@ -522,13 +513,7 @@ func (f failures) WithGroup(string) slog.Handler      { return f }
 func TestRelayRewindsAfterAFailedProduce(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-review5-lost")
 	outbox := storage.NewOutboxMaintenance(pool, schema)
-	table := schema.Messages.MessagesTable(schema.Topic(0))
-	insert := func(id string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ($1, '{}', '{"partition_key": "u1"}', pg_current_xact_id())`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := outboxInserter(ctx, t, pool, schema)
 	_, portText, err := net.SplitHostPort(broker.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -539,14 +524,7 @@ func TestRelayRewindsAfterAFailedProduce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
-	<-r.Running()
+	runRelay(ctx, t, r)
 	for _, id := range []string{"a", "b", "c"} {
 		insert(id)
 	}
