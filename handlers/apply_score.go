@@ -358,9 +358,10 @@ func (a *ApplyScore) mirrorBatch(ctx context.Context, events []storage.ScoreEven
 const reloads = 8
 
 // reloadAll loads the board periods Redis did not hold (ErrNotLoaded) from PostgreSQL,
-// which has the batch (but not those named only for a user's new nick name), up to reloads at a time: a batch of the match workload names many
+// which has the batch, up to reloads at a time: a batch of the match workload names many
 // new matches, and a load is mostly waiting for round trips (one after another they held
 // the whole batch, best scores and increments too, back by a second on a slow machine).
+// A period named only for a user's new nick name is not loaded: a later load reads it.
 func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup, results []storage.MirrorResult) {
 	var wg sync.WaitGroup
 	var panicked sync.Once

@@ -352,7 +352,7 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	// outcome is unknown (err) keeps it: it may be accepted.
 	if err == nil && outcome != storage.Accepted && added && s.applied(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID) {
 		if rerr := s.Moderation.Holds.Unhold(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID); rerr != nil {
-			s.Logger.Warn("restore the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
+			s.Logger.Warn("release the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
 		}
 	}
 	switch {

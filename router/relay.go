@@ -249,12 +249,12 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	defer claim.Close()
 	// The rewind runs under the claim: while another relay forwards the shard, moving its
 	// position back would race that relay's acks, and an ack landing after it would undo
-	// it (a command the broker lost would then wait for the next rewind). Every claim
-	// rewinds, so a relay taking over from one that died recovers what it lost too.
-	// A claim that finds the position this process left (its PostgreSQL session broke,
-	// say, and nobody forwarded the shard meanwhile) does not rewind: with the projector
-	// behind, it would produce everything not applied yet again, at every reconnect. After
-	// a failed produce it does (acked is cleared): the broker may be back without its data.
+	// it (a command the broker lost would then wait for the next rewind). A claim rewinds,
+	// so a relay taking over from one that died recovers what it lost too; but not one
+	// that finds the position this process left (its PostgreSQL session broke, say, and
+	// nobody forwarded the shard meanwhile): with the projector behind, it would produce
+	// everything not applied yet again, at every reconnect. After a failed produce it does
+	// rewind (acked is cleared): the broker may be back without its data.
 	if pos := claim.Position(); pos == "" || pos != r.acked[shard] {
 		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
 		n, err := r.outbox.Rewind(rctx, shard)
