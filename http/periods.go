@@ -219,3 +219,34 @@ func (p *Periods) NextResetOf(board, period string) (time.Time, bool) {
 	}
 	return p.NextReset(b)
 }
+
+// WatchSeasons wakes the streams of a season board when its current season changes, every
+// interval until ctx ends: an admin starting a season through another process wakes this
+// one's streams of the board (those following the current season move to the new one),
+// where they would have looked only at their next update or heartbeat. (The seasons are
+// one query for every board, cached for seasonsMaxAge.)
+func WatchSeasons(ctx context.Context, periods *Periods, hub *Hub, interval time.Duration) {
+	current := map[string]string{}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, b := range periods.cfg.Boards {
+			if b.Period != configs.PeriodSeason {
+				continue
+			}
+			cur, err := periods.Current(ctx, b)
+			if err != nil {
+				continue
+			}
+			if prev, ok := current[b.Key()]; ok && prev != cur {
+				hub.Wake(b.Key())
+			}
+			current[b.Key()] = cur
+		}
+	}
+}

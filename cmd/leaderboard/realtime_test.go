@@ -440,3 +440,36 @@ func TestRealtimeStreamMovesToANewSeason(t *testing.T) {
 	ups := c.named("leaderboard.updated")
 	t.Fatalf("5 s after the season s2 started (GET /top and writes in s2 at once), the stream still shows season %v", ups[len(ups)-1].data["period"])
 }
+
+// TestRealtimeStreamOfAnotherProcessMovesToANewSeason: a season started through API
+// process a moves process b's stream of the board within about two seconds, with no
+// write in the new season: b looks at the board's current season every second
+// (WatchSeasons) and wakes its streams when it changed. Without it they moved at their
+// next update or heartbeat (15 s).
+func TestRealtimeStreamOfAnotherProcessMovesToANewSeason(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	a := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker})
+	b := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	viewer, admin := mintToken(t, "viewer"), mintToken(t, "ops", "admin")
+	c := b.mustStream(t, "board=season&token="+b.realtimeToken(t, viewer), "")
+	eventually(t, 20*time.Second, func() string {
+		if ups := c.named("leaderboard.updated"); len(ups) == 0 || ups[0].data["period"] != "1" {
+			return fmt.Sprintf("snapshot on connect: %v", ups)
+		}
+		return ""
+	})
+	started := time.Now()
+	if r := a.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "s2", "reason": "next"}`); r.status != 201 {
+		t.Fatalf("start a season through a: %d %s", r.status, r.raw)
+	}
+	for time.Since(started) < 10*time.Second { // the heartbeat, 15 s, would move it later
+		if ups := c.named("leaderboard.updated"); ups[len(ups)-1].data["period"] == "s2" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ups := c.named("leaderboard.updated")
+	t.Fatalf("10 s after season s2 started through process a, b's stream still shows season %v", ups[len(ups)-1].data["period"])
+}

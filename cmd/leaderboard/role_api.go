@@ -45,6 +45,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		return err
 	}
 	g.Go(func() error { return notifier.Run(ctx) })
+	g.Go(func() error { lbhttp.WatchSeasons(ctx, periods, hub, time.Second); return nil })
 	ready.routers = append(ready.routers, notifier.IsRunning)
 	bans := lbhttp.NewBanList(storage.NewBans(d.pool), time.Second, d.logger)
 	if err := bans.Load(ctx); err != nil {
