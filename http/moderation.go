@@ -97,6 +97,14 @@ func (s *server) poll(ctx context.Context, ok func(ctx context.Context) bool) bo
 	}
 }
 
+// pending tells whether the command recorded under the event id may still be on its way
+// to the board (true when the log cannot tell: a hold kept too long only sends writes
+// through the pipeline).
+func (s *server) pending(ctx context.Context, userID, eventID, board string) bool {
+	ok, err := s.Requests.Pending(ctx, userID, eventID, board)
+	return err != nil || ok
+}
+
 func (s *server) applied(ctx context.Context, userID, eventID string) bool {
 	ok, err := s.Requests.IsApplied(ctx, userID, eventID)
 	return err == nil && ok
@@ -346,11 +354,12 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		return storage.RecordAuditTx(ctx, tx, audit)
 	})
 	// A command not accepted now (a reused event id, or a retry of one accepted before)
-	// takes its hold out when its id did not hold the user already and the command
-	// recorded under it is applied: one still on its way (a request racing its own retry
-	// may lose the insert to it) needs the hold until the projector takes it out. One whose
-	// outcome is unknown (err) keeps it: it may be accepted.
-	if err == nil && outcome != storage.Accepted && added && s.applied(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID) {
+	// takes its hold out when its id did not hold the user already, unless the command
+	// recorded under it may still be on its way to this board (a request racing its own
+	// retry may lose the insert to it): that one needs the hold until the projector takes
+	// it out. A write answered unchanged under the id, or a command for another board, is
+	// none. One whose outcome is unknown (err) keeps it: it may be accepted.
+	if err == nil && outcome != storage.Accepted && added && !s.pending(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID, msg.Board) {
 		if rerr := s.Moderation.Holds.Unhold(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID); rerr != nil {
 			s.Logger.Warn("release the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
 		}

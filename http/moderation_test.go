@@ -126,6 +126,9 @@ func (h *holdSet) held(id string) bool {
 type unappliedLog struct{ appliedLog }
 
 func (unappliedLog) IsApplied(context.Context, string, string) (bool, error) { return false, nil }
+func (unappliedLog) Pending(context.Context, string, string, string) (bool, error) {
+	return true, nil
+}
 
 // TestModerationNotAcceptedTakesItsHoldOut: an admin command answered 409, or a retry of
 // one accepted and applied before, takes its id out of the user's hold; a retry of one

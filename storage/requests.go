@@ -240,6 +240,17 @@ func deref(s *string) string {
 	return *s
 }
 
+// Pending reports whether the command recorded under a user's event id may still be on
+// its way to a board: accepted for that board (not answered unchanged, which is never
+// applied) and not applied yet.
+func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board string) (bool, error) {
+	var ok bool
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_requests r
+		WHERE r.user_id = $1 AND r.event_id = $2 AND r.board_id = $3 AND NOT r.unchanged
+		  AND NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2))`, userID, eventID, board).Scan(&ok)
+	return ok, unavailable("pending", err)
+}
+
 // IsApplied reports whether a user's event has been applied to PostgreSQL.
 func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
 	var ok bool

@@ -139,6 +139,37 @@ func TestAdminCommandNotAcceptedLeavesNoHold(t *testing.T) {
 	unchanged("after a retry of an applied adjustment", 102)
 }
 
+// TestAdminCommandRefusedForAPlayersEventIDLeavesNoHold: the player hx's best score that
+// does not improve her entry was answered 200 "unchanged" under her event id h-1 (recorded
+// in the request log, never applied). An admin's adjustment of hx with event id h-1 is
+// refused, 409 event_id_conflict: nothing of it will ever be applied, and its hold goes as
+// after any other 409. A release that waited for the command recorded under h-1 to be
+// applied, which a write answered unchanged never is, kept it for 24 hours: hx's writes
+// that do not improve were answered 202 instead of 200 unchanged. Found by a review.
+func TestAdminCommandRefusedForAPlayersEventIDLeavesNoHold(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, admin, player := mintToken(t, "gs", "server"), mintToken(t, "mod", "admin"), mintToken(t, "hx")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 500, "user_id": "hx"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	unchanged := func(when, body string) {
+		t.Helper()
+		if r := svc.submit(t, player, body); r.status != 200 || r.body["status"] != "unchanged" {
+			t.Errorf("a lower score %s: %d %s, want 200 unchanged", when, r.status, r.raw)
+		}
+	}
+	unchanged("under the event id h-1", `{"score": 100, "event_id": "h-1"}`)
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 400, "reason": "fix", "event_id": "h-1"}`); r.status != 409 {
+		t.Fatalf("an adjustment under the player's event id: %d %s, want 409", r.status, r.raw)
+	}
+	if n := env.rdb.HLen(context.Background(), env.prefix+":{global}:all_time:held").Val(); n != 0 {
+		t.Errorf("after the 409 the user is held (%s)", env.rdb.HGetAll(context.Background(), env.prefix+":{global}:all_time:held").Val())
+	}
+	unchanged("after the 409", fmt.Sprintf(`{"score": %d}`, 101))
+}
+
 // TestSeasonNamesAreNotKeywords: ?period= reads "current" and "previous" as the board's
 // current and previous seasons, so a season named either could never be read by its name
 // once another started (a start took them). Found by a review.
