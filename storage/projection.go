@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -233,19 +234,17 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	renamedEntries := queueNickNames(b, out.NickNames)
 	// A user named only by commands delivered again gets the name PostgreSQL holds, for
 	// the mirror (its Redis step may be what failed the first time); and if that name
-	// changed since the earliest such command was accepted (its first attempt may have
-	// renamed them), on every entry of theirs, as after a rename. Not on every redelivery:
-	// a rewind's backlog of applied commands would mirror all of its users' entries.
-	var again []string
-	since := map[string]time.Time{}
+	// changed since such a command was applied (its first attempt may have renamed them:
+	// in the same transaction, at the same now()), on every entry of theirs, as after a
+	// rename. Not on every redelivery: a rewind's backlog of applied commands would mirror
+	// all of its users' entries. Both times are PostgreSQL's: the API's clock may be off.
+	var again, againEvents, againUsers []string
 	for i, e := range events {
 		if !out.Fresh[i] && e.NickName != "" && out.NickNames[e.UserID] == "" {
-			if at, ok := since[e.UserID]; !ok {
+			if !slices.Contains(again, e.UserID) {
 				again = append(again, e.UserID)
-				since[e.UserID] = e.OccurredAt
-			} else if e.OccurredAt.Before(at) {
-				since[e.UserID] = e.OccurredAt
 			}
+			againUsers, againEvents = append(againUsers, e.UserID), append(againEvents, e.EventID)
 		}
 	}
 	known := map[string]string{}
@@ -259,14 +258,11 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			})
 			return err
 		})
-		ats := make([]time.Time, len(again))
-		for i, u := range again {
-			ats[i] = since[u]
-		}
 		againEntries = queueEntries(b, `SELECT `+entryColumns+` FROM board_entries e
-			JOIN unnest($1::text[], $2::timestamptz[]) AS k(u, at) ON e.user_id = k.u
-			JOIN users n ON n.user_id = k.u AND n.updated_at >= k.at
-			ORDER BY 1, 2, 3`, again, ats)
+			JOIN (SELECT k.u, min(h.applied_at) AS at FROM unnest($1::text[], $2::text[]) AS k(u, ev)
+			      JOIN score_history h ON h.user_id = k.u AND h.event_id = k.ev GROUP BY k.u) a ON e.user_id = a.u
+			JOIN users n ON n.user_id = a.u AND n.updated_at >= a.at
+			ORDER BY 1, 2, 3`, againUsers, againEvents)
 	}
 	queueDeleteForwarded(b, events, outboxShards)
 	var syncedEntries *[]EntryState

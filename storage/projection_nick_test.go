@@ -116,3 +116,36 @@ func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
 		t.Errorf("a redelivery without a rename since names %v, want only its points entry", again.Entries)
 	}
 }
+
+// TestProjectionRedeliveredRenameNamesEveryEntryWhenTheAPIClockIsAhead: as
+// TestProjectionRedeliveredRenameNamesEveryEntry, but the API that accepted the renaming
+// command reads a clock two seconds ahead of PostgreSQL's (another host). The command's
+// OccurredAt is the API's clock; users.updated_at, set by the rename, is PostgreSQL's
+// now(), earlier than the OccurredAt of the very command that renamed her. Its redelivery
+// (the first attempt's Redis step failed) hands the mirror every entry of alice's with the
+// new name: the rename is compared with the command's applied_at, PostgreSQL's clock too
+// (compared with OccurredAt, only the entry it names was handed). Found by a review.
+func TestProjectionRedeliveredRenameNamesEveryEntryWhenTheAPIClockIsAhead(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	first := bestEvent("ev-1", "alice", 100, at(1))
+	first.NickName = "Alice"
+	mustApply(t, p, first)
+	second := incrEvent("ev-2", "alice", 5, time.Now().Add(2*time.Second))
+	second.NickName = "Alicia"
+	if got := mustApply(t, p, second); len(got.Entries) != 2 {
+		t.Fatalf("the renaming batch names %v, want both of alice's entries", got.Entries)
+	}
+	again := mustApply(t, p, second)
+	if again.NewEvents != 0 || again.NickNames["alice"] != "Alicia" {
+		t.Fatalf("the retry: %d new events, nick names %v", again.NewEvents, again.NickNames)
+	}
+	var boards []string
+	for _, e := range again.Entries {
+		boards = append(boards, fmt.Sprintf("%s:%v", e.Board, e.NameOnly))
+	}
+	if got := strings.Join(boards, " "); got != "points:false global:true" {
+		t.Errorf("the retry of the renaming command names %s, want points:false global:true (every entry of alice's)", got)
+	}
+}
