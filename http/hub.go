@@ -73,6 +73,7 @@ type Frame struct {
 // snapshot is a rendered top with its version; entries is the JSON of its entries (what
 // a client shows of it).
 type snapshot struct {
+	key     string // board:period
 	version int64
 	data    []byte
 	entries []byte
@@ -123,6 +124,7 @@ type client struct {
 	goneOnce      sync.Once
 
 	mu           sync.Mutex
+	following    string    // the board:period whose snapshots it takes (key, as of Move)
 	top          *snapshot // newest snapshot not yet handed out
 	topSince     time.Time // when top became pending
 	lastVersion  int64     // newest snapshot version queued or handed out
@@ -147,8 +149,8 @@ func (c *client) signal() {
 func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.version <= c.lastVersion || c.lastEntries != nil && bytes.Equal(c.lastEntries, s.entries) {
-		return true
+	if s.key != c.following || s.version <= c.lastVersion || c.lastEntries != nil && bytes.Equal(c.lastEntries, s.entries) {
+		return true // another period's (the client moved while it was being published), or nothing new
 	}
 	if c.top != nil && now.Sub(c.topSince) > maxBehind {
 		return false
@@ -245,6 +247,12 @@ func (s *Subscription) Period() string {
 // which would make the stream's ids go back: the period's first top from Redis follows.
 func (s *Subscription) Move(ctx context.Context, period string) error {
 	h, c := s.hub, s.c
+	// The client stops taking the old period's snapshots first: one being published to it
+	// now is refused, and cannot replace the new period's (nor raise the version above it).
+	c.mu.Lock()
+	had := c.lastVersion
+	c.top, c.lastVersion, c.lastEntries, c.following = nil, -1, nil, c.board+":"+period
+	c.mu.Unlock()
 	h.mu.Lock()
 	h.leave(c)
 	c.period, c.key = period, c.board+":"+period
@@ -253,10 +261,6 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	}
 	h.clients[c.key][c] = true
 	h.mu.Unlock()
-	c.mu.Lock()
-	had := c.lastVersion
-	c.top, c.lastVersion, c.lastEntries = nil, -1, nil
-	c.mu.Unlock()
 	snap, err := h.snapshot(ctx, c.board, period)
 	if err != nil {
 		return err
@@ -296,7 +300,7 @@ func (h *Hub) register(user, board, period string, lastVersion int64) (*client, 
 	if len(h.byUser[user]) >= h.cfg.MaxStreamsPerUser {
 		return nil, errTooManyUserStreams
 	}
-	c := &client{user: user, key: key, board: board, period: period, wake: make(chan struct{}, 1), gone: make(chan struct{}), lastVersion: lastVersion}
+	c := &client{user: user, key: key, board: board, period: period, wake: make(chan struct{}, 1), gone: make(chan struct{}), lastVersion: lastVersion, following: key}
 	if h.clients[key] == nil {
 		h.clients[key] = map[*client]bool{}
 	}
@@ -463,7 +467,7 @@ func (h *Hub) renderTop(board, period string, version int64, updatedAt time.Time
 		}
 	}
 	data, _ := json.Marshal(v)
-	return snapshot{version: version, data: data, entries: listed}
+	return snapshot{key: board + ":" + period, version: version, data: data, entries: listed}
 }
 
 // renderUser renders a user.rank.updated event.

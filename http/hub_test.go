@@ -318,3 +318,112 @@ func TestHubStreamGetsTheTopAfterACoalescedVersion(t *testing.T) {
 		t.Errorf("stream Y got no leaderboard.updated for version 12: it still shows version 11, the removed cheater first, while the board's top is alice, bob")
 	}
 }
+
+// periodTops is a BoardReader whose Top is, per period, what Redis holds.
+type periodTops struct {
+	fakeBoards
+	tops map[string]storage.Top
+}
+
+func (p periodTops) Top(_ context.Context, _, period string, _ int) (storage.Top, error) {
+	return p.tops[period], nil
+}
+
+// gateClock is a clock whose n-th reading after arm blocks until release.
+type gateClock struct {
+	mu       sync.Mutex
+	t        time.Time
+	left     int
+	blocked  chan struct{}
+	released chan struct{}
+}
+
+func (g *gateClock) now() time.Time {
+	g.mu.Lock()
+	block := false
+	if g.left > 0 {
+		g.left--
+		block = g.left == 0
+	}
+	t := g.t
+	g.mu.Unlock()
+	if block {
+		close(g.blocked)
+		<-g.released
+	}
+	return t
+}
+
+func (g *gateClock) arm(n int) {
+	g.mu.Lock()
+	g.left, g.blocked, g.released = n, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gateClock) advance(d time.Duration) { g.mu.Lock(); g.t = g.t.Add(d); g.mu.Unlock() }
+
+// TestHubMovedStreamGetsNoTopOfThePeriodItLeft: a stream follows the daily board's
+// 2026-01-01 (version 50). A top of that day (version 51, the projector's backlog of the
+// day) is being published, its targets taken, when the day ends and the stream moves to
+// 2026-01-02 (version 1 there). PublishTop then offered the old day's version 51 to the
+// moved client: it replaced the new day's snapshot, the stream showed yesterday's board as
+// today's, and every top of the new day was skipped (version <= 51) until the new day's
+// versions passed 51. A snapshot now names its period, and a client takes only its own
+// period's. Found by a review.
+func TestHubMovedStreamGetsNoTopOfThePeriodItLeft(t *testing.T) {
+	clk := &gateClock{t: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
+	at := clk.t
+	day1 := []storage.Entry{{Rank: 1, UserID: "old", Score: 500, UpdatedAt: at}}
+	day2 := []storage.Entry{{Rank: 1, UserID: "new", Score: 5, UpdatedAt: at}}
+	boards := periodTops{tops: map[string]storage.Top{
+		"2026-01-01": {Version: 50, UpdatedAt: at, Entries: day1},
+		"2026-01-02": {Version: 1, UpdatedAt: at, Entries: day2},
+	}}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "daily", "2026-01-01", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	clk.advance(time.Second)
+	sub.Frames()
+
+	clk.arm(2) // PublishTop reads the clock to render, then to offer (after taking its targets)
+	blocked, released := clk.blocked, clk.released
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.PublishTop("daily", "2026-01-01", 51, at, []messages.Entry{{Rank: 1, UserID: "old", Score: 600, UpdatedAt: at}})
+	}()
+	<-blocked
+	if err := sub.Move(ctx, "2026-01-02"); err != nil {
+		t.Fatal(err)
+	}
+	close(released)
+	<-done
+
+	periodsOf := func() []string {
+		clk.advance(time.Second)
+		frames, _ := sub.Frames()
+		var got []string
+		for _, f := range frames {
+			if f.Event != "leaderboard.updated" {
+				continue
+			}
+			var v struct {
+				Period string `json:"period"`
+			}
+			_ = json.Unmarshal(f.Data, &v)
+			got = append(got, v.Period+"@"+f.ID)
+		}
+		return got
+	}
+	if got := periodsOf(); len(got) != 1 || got[0] != "2026-01-02@1" {
+		t.Errorf("after the move the stream got %v, want only 2026-01-02@1 (the day it follows)", got)
+	}
+	h.PublishTop("daily", "2026-01-02", 2, at, []messages.Entry{{Rank: 1, UserID: "new", Score: 9, UpdatedAt: at}})
+	if got := periodsOf(); len(got) != 1 || got[0] != "2026-01-02@2" {
+		t.Errorf("the new day's next top: the stream got %v, want 2026-01-02@2", got)
+	}
+}
