@@ -416,6 +416,10 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 		data := h.renderUser(board, period, u, e)
 		for _, c := range targets {
 			c.mu.Lock()
+			if c.following != key { // it moved to another period while its entry was read
+				c.mu.Unlock()
+				continue
+			}
 			if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
 				c.userEvents = append(c.userEvents, data)
 			} else {

@@ -427,3 +427,94 @@ func TestHubMovedStreamGetsNoTopOfThePeriodItLeft(t *testing.T) {
 		t.Errorf("the new day's next top: the stream got %v, want 2026-01-02@2", got)
 	}
 }
+
+// gatedUsers is a BoardReader whose User read of one period blocks, once armed, until
+// released (a Redis round trip in flight); other periods answer at once.
+type gatedUsers struct {
+	periodTops
+	mu       sync.Mutex
+	gate     string
+	blocked  chan struct{}
+	released chan struct{}
+}
+
+func (g *gatedUsers) User(_ context.Context, _, period, _ string) (storage.Entry, error) {
+	g.mu.Lock()
+	block := g.gate == period
+	if block {
+		g.gate = ""
+	}
+	g.mu.Unlock()
+	if block {
+		close(g.blocked)
+		<-g.released
+	}
+	if period == "2026-01-01" {
+		return storage.Entry{Rank: 1, Score: 500}, nil // yesterday: first
+	}
+	return storage.Entry{Rank: 40, Score: 5}, nil // today: 40th
+}
+
+// TestHubMovedStreamGetsNoRankOfThePeriodItLeft: a stream of user u follows the daily
+// board's 2026-01-01. A change of u's entry on that day is being told to her streams (its
+// targets taken, u's rank being read) when the day ends and the stream moves to
+// 2026-01-02, which queues u's rank there (40th). The old day's rank (1st) is then queued
+// after it: the stream's last user.rank.updated showed yesterday's rank as the one she has
+// now, until her next change today. A client takes only its period's user events, as its
+// snapshots. Found by a review.
+func TestHubMovedStreamGetsNoRankOfThePeriodItLeft(t *testing.T) {
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	boards := &gatedUsers{periodTops: periodTops{tops: map[string]storage.Top{
+		"2026-01-01": {Version: 50, UpdatedAt: at},
+		"2026-01-02": {Version: 1, UpdatedAt: at},
+	}}}
+	clk := newClock()
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "daily", "2026-01-01", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	clk.advance(time.Second)
+	sub.Frames()
+
+	boards.mu.Lock()
+	boards.gate, boards.blocked, boards.released = "2026-01-01", make(chan struct{}), make(chan struct{})
+	blocked, released := boards.blocked, boards.released
+	boards.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.UsersChanged(ctx, "daily", "2026-01-01", []string{"u"})
+	}()
+	<-blocked
+	if err := sub.Move(ctx, "2026-01-02"); err != nil {
+		t.Fatal(err)
+	}
+	close(released)
+	<-done
+
+	clk.advance(time.Second)
+	frames, _ := sub.Frames()
+	var ranks []string
+	for _, f := range frames {
+		if f.Event != "user.rank.updated" {
+			continue
+		}
+		var v struct {
+			Period string `json:"period"`
+			Rank   int64  `json:"rank"`
+		}
+		_ = json.Unmarshal(f.Data, &v)
+		ranks = append(ranks, v.Period)
+	}
+	if len(ranks) == 0 || ranks[len(ranks)-1] != "2026-01-02" {
+		t.Errorf("after the move the stream's user.rank.updated events are of periods %v: the last one, what the client shows, is not 2026-01-02 (the day it follows)", ranks)
+	}
+	for _, p := range ranks {
+		if p != "2026-01-02" {
+			t.Errorf("a moved stream got a user.rank.updated of %s, the period it left", p)
+		}
+	}
+}
