@@ -97,11 +97,11 @@ func (s *server) poll(ctx context.Context, ok func(ctx context.Context) bool) bo
 	}
 }
 
-// pending tells whether the command recorded under the event id may still be on its way
-// to the board (true when the log cannot tell: a hold kept too long only sends writes
-// through the pipeline).
-func (s *server) pending(ctx context.Context, userID, eventID, board string) bool {
-	ok, err := s.Requests.Pending(ctx, userID, eventID, board)
+// pending tells whether the command recorded under the event id is an admin's command
+// still on its way to the board period (true when the log cannot tell: a hold kept too
+// long only sends writes through the pipeline).
+func (s *server) pending(ctx context.Context, userID, eventID, board, period string) bool {
+	ok, err := s.Requests.Pending(ctx, userID, eventID, board, period)
 	return err != nil || ok
 }
 
@@ -351,15 +351,21 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	}
 	audit := storage.AuditEntry{Actor: claimsFrom(r.Context()).Subject, Action: action, Target: msg.Board + "/" + msg.UserID, Reason: reason, Detail: detail}
 	outcome, err := s.Moderation.Commands.AcceptWith(r.Context(), cmd, func(ctx context.Context, tx *sql.Tx) error {
+		if s.Moderation.Holds != nil {
+			if err := storage.MarkHoldTx(ctx, tx, msg.UserID, msg.EventID, msg.Period); err != nil {
+				return err
+			}
+		}
 		return storage.RecordAuditTx(ctx, tx, audit)
 	})
 	// A command not accepted now (a reused event id, or a retry of one accepted before)
 	// takes its hold out when its id did not hold the user already, unless the command
-	// recorded under it may still be on its way to this board (a request racing its own
-	// retry may lose the insert to it): that one needs the hold until the projector takes
-	// it out. A write answered unchanged under the id, or a command for another board, is
-	// none. One whose outcome is unknown (err) keeps it: it may be accepted.
-	if err == nil && outcome != storage.Accepted && added && !s.pending(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID, msg.Board) {
+	// recorded under it is an admin's command still on its way to this board period (a
+	// request racing its own retry may lose the insert to it), whose hold the projector
+	// takes out once it applies it. A player's write under the id, one answered unchanged,
+	// or a command on another period (a retry after a reset) takes out no hold here. One
+	// whose outcome is unknown (err) keeps it: it may be accepted.
+	if err == nil && outcome != storage.Accepted && added && !s.pending(context.WithoutCancel(r.Context()), msg.UserID, msg.EventID, msg.Board, msg.Period) {
 		if rerr := s.Moderation.Holds.Unhold(context.WithoutCancel(r.Context()), msg.Board, msg.Period, msg.UserID, msg.EventID); rerr != nil {
 			s.Logger.Warn("release the hold of an admin command not accepted", "err", rerr, "board", msg.Board, "user_id", msg.UserID, "event_id", msg.EventID)
 		}

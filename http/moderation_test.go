@@ -126,7 +126,7 @@ func (h *holdSet) held(id string) bool {
 type unappliedLog struct{ appliedLog }
 
 func (unappliedLog) IsApplied(context.Context, string, string) (bool, error) { return false, nil }
-func (unappliedLog) Pending(context.Context, string, string, string) (bool, error) {
+func (unappliedLog) Pending(context.Context, string, string, string, string) (bool, error) {
 	return true, nil
 }
 

@@ -23,7 +23,7 @@ func (appliedLog) WasUnchanged(context.Context, string, string) (bool, string, e
 	return false, "", nil
 }
 func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { return true, nil }
-func (appliedLog) Pending(context.Context, string, string, string) (bool, error) {
+func (appliedLog) Pending(context.Context, string, string, string, string) (bool, error) {
 	return false, nil
 }
 func (appliedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {

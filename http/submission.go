@@ -34,9 +34,9 @@ type RequestLog interface {
 	RecordUnchanged(ctx context.Context, userID, eventID, board, period string, hash []byte, at time.Time) (storage.AcceptOutcome, bool, string, error)
 	WasUnchanged(ctx context.Context, userID, eventID string) (bool, string, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
-	// Pending tells whether the command recorded under the event id may still be on its
-	// way to the board (accepted for it, not applied).
-	Pending(ctx context.Context, userID, eventID, board string) (bool, error)
+	// Pending tells whether the command recorded under the event id is an admin's command
+	// still on its way to the board period, whose hold the projector will take out.
+	Pending(ctx context.Context, userID, eventID, board, period string) (bool, error)
 	// AppliedIn tells whether the event was applied to the board, the period it was
 	// applied to (the one it was accepted for), and the version of the user's entry there
 	// in PostgreSQL (0 when none).

@@ -240,14 +240,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// Pending reports whether the command recorded under a user's event id may still be on
-// its way to a board: accepted for that board (not answered unchanged, which is never
-// applied) and not applied yet.
-func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board string) (bool, error) {
+// MarkHoldTx records, in the transaction that accepts an admin's adjustment or removal,
+// the board period whose entry its hold is on (Pending reads it).
+func MarkHoldTx(ctx context.Context, tx *sql.Tx, userID, eventID, period string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE score_requests SET period = $3 WHERE user_id = $1 AND event_id = $2 AND NOT unchanged`, userID, eventID, period)
+	return unavailable("mark hold", err)
+}
+
+// Pending reports whether the command recorded under a user's event id is an admin's
+// adjustment or removal still on its way to a board period (accepted with its hold there,
+// MarkHoldTx, and not applied yet): the projector takes its hold out once it applies it.
+// A player's write, one answered unchanged, or a command for another board or period
+// takes out no hold there.
+func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board, period string) (bool, error) {
 	var ok bool
 	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM score_requests r
-		WHERE r.user_id = $1 AND r.event_id = $2 AND r.board_id = $3 AND NOT r.unchanged
-		  AND NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2))`, userID, eventID, board).Scan(&ok)
+		WHERE r.user_id = $1 AND r.event_id = $2 AND r.board_id = $3 AND r.period = $4 AND NOT r.unchanged
+		  AND NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2))`, userID, eventID, board, period).Scan(&ok)
 	return ok, unavailable("pending", err)
 }
 

@@ -170,6 +170,94 @@ func TestAdminCommandRefusedForAPlayersEventIDLeavesNoHold(t *testing.T) {
 	unchanged("after the 409", fmt.Sprintf(`{"score": %d}`, 101))
 }
 
+// TestAdminCommandRefusedForAPlayersAcceptedEventIDLeavesNoHold: the player hx's write
+// under her event id h-1 is accepted (202) and still on its way (no relay or projector
+// runs yet). An admin's adjustment of hx under h-1 is refused 409 event_id_conflict, and
+// its hold goes: the command recorded under h-1 is a player's write, and the projector
+// takes out only the holds of adjustments and removals. It was kept as "pending" and
+// stayed 24 hours (hx's writes that do not improve answered 202). Found by a review.
+func TestAdminCommandRefusedForAPlayersAcceptedEventIDLeavesNoHold(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	api := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "api"})
+	admin, player := mintToken(t, "mod", "admin"), mintToken(t, "hx")
+	if r := api.submit(t, player, `{"score": 500, "event_id": "h-1"}`); r.status != 202 {
+		t.Fatalf("the player's write under h-1: %d %s, want 202", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 400, "reason": "fix", "event_id": "h-1"}`); r.status != 409 {
+		t.Fatalf("an adjustment under the player's event id: %d %s, want 409", r.status, r.raw)
+	}
+	// The pipeline runs now: the player's write is applied and mirrored.
+	env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "relay,projector", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	eventually(t, 30*time.Second, func() string {
+		if r := api.do(t, http.MethodGet, "/v1/boards/global/users/hx", player, ""); r.status != 200 || num(r.body["score"]) != 500 {
+			return "hx's write is not applied: " + r.raw
+		}
+		return ""
+	})
+	held := env.prefix + ":{global}:all_time:held"
+	if n := env.rdb.HLen(context.Background(), held).Val(); n != 0 {
+		t.Errorf("after the player's write was applied, the refused adjustment's hold is still there (%v): it lasts 24 h", env.rdb.HGetAll(context.Background(), held).Val())
+	}
+	if r := api.submit(t, player, `{"score": 100}`); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Errorf("a lower score after the player's write was applied: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+}
+
+// TestAdminAdjustmentRetriedAfterTheResetLeavesNoHold: an admin's adjustment of hx on the
+// weekly board fastest, accepted in week 1 (its period), is retried with the same body
+// just after the week ended, before the projector applied it: 202, a duplicate. The retry
+// holds hx under the event id in week 2 (the period it resolves to now); the command on its
+// way is week 1's, so when the projector applies it, it takes the id out of week 1's hold
+// only; the retry takes its week 2 hold out (the command on its way holds week 1). It was
+// kept (the check looked at the board, not the period): hx was held for 24 hours in the
+// week her writes go to, every slower lap of hers answered 202. Found by a review.
+func TestAdminAdjustmentRetriedAfterTheResetLeavesNoHold(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clk := &testClock{}
+	clk.set(time.Date(2026, 1, 4, 23, 59, 0, 0, time.UTC)) // Sunday: week 2026-W01 ends
+	broker := "127.0.0.1:" + freePort(t)
+	api := env.startWith(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "api"}, clk.now)
+	admin, player := mintToken(t, "mod", "admin"), mintToken(t, "hx")
+	adjust := `{"value": 30000, "reason": "fix", "event_id": "a-1"}`
+	if r := api.do(t, http.MethodPost, "/admin/boards/fastest/entries/hx/adjust", admin, adjust); r.status != 202 {
+		t.Fatalf("adjust in week 1: %d %s", r.status, r.raw)
+	}
+	clk.set(time.Date(2026, 1, 5, 0, 0, 30, 0, time.UTC)) // Monday: week 2026-W02
+	if r := api.do(t, http.MethodPost, "/admin/boards/fastest/entries/hx/adjust", admin, adjust); r.status != 202 {
+		t.Fatalf("the adjustment retried after the reset: %d %s", r.status, r.raw)
+	}
+	env.startWith(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "relay,projector", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)}, clk.now)
+	eventually(t, 30*time.Second, func() string {
+		if env.count(`SELECT count(*) FROM score_history WHERE user_id = 'hx' AND event_id = 'a-1'`) == 0 {
+			return "the adjustment is not applied"
+		}
+		return ""
+	})
+	ctx := context.Background()
+	w1 := env.prefix + ":{fastest}:2026-W01:held"
+	eventually(t, 10*time.Second, func() string { // the projector takes its own id out once Redis shows it
+		if n := env.rdb.HLen(ctx, w1).Val(); n != 0 {
+			return "week 1 still held"
+		}
+		return ""
+	})
+	keys := env.rdb.Keys(ctx, env.prefix+":{fastest}:*:held").Val()
+	for _, k := range keys {
+		if n := env.rdb.HLen(ctx, k).Val(); n != 0 {
+			t.Errorf("the adjustment is applied, yet %s holds %v (for 24 h)", k, env.rdb.HGetAll(ctx, k).Val())
+		}
+	}
+	if r := api.do(t, http.MethodPost, "/v1/boards/fastest/scores?wait=true", player, `{"value": 50000}`); r.status != 200 {
+		t.Fatalf("hx's first lap of week 2: %d %s", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/v1/boards/fastest/scores", player, `{"value": 60000}`); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Errorf("a slower lap of hx in week 2: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+}
+
 // TestSeasonNamesAreNotKeywords: ?period= reads "current" and "previous" as the board's
 // current and previous seasons, so a season named either could never be read by its name
 // once another started (a start took them). Found by a review.
