@@ -227,14 +227,7 @@ func (p *Periods) NextResetOf(board, period string) (time.Time, bool) {
 // one query for every board, cached for seasonsMaxAge.)
 func WatchSeasons(ctx context.Context, periods *Periods, hub *Hub, interval time.Duration) {
 	current := map[string]string{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	look := func() {
 		for _, b := range periods.cfg.Boards {
 			if b.Period != configs.PeriodSeason {
 				continue
@@ -247,6 +240,17 @@ func WatchSeasons(ctx context.Context, periods *Periods, hub *Hub, interval time
 				hub.Wake(b.Key())
 			}
 			current[b.Key()] = cur
+		}
+	}
+	look() // the seasons as the process starts: a change in its first interval counts
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			look()
 		}
 	}
 }
