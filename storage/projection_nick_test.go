@@ -82,70 +82,53 @@ func TestProjectionRenameNamesEveryEntryOfTheUser(t *testing.T) {
 	}
 }
 
+// namedAs lists the entries a batch names as board:NameOnly.
+func namedAs(b storage.AppliedBatch) string {
+	var out []string
+	for _, e := range b.Entries {
+		out = append(out, fmt.Sprintf("%s:%v", e.Board, e.NameOnly))
+	}
+	return strings.Join(out, " ")
+}
+
 // TestProjectionRedeliveredRenameNamesEveryEntry: the batch that renamed alice failed
 // after PostgreSQL committed it (its Redis step, say); its retry finds the command applied
 // and renames nobody, yet hands the mirror every entry of hers with the name PostgreSQL
-// holds: the first attempt's mirror of them may be what failed. Found by a review.
+// holds: the first attempt's mirror of them may be what failed. Also when the API that
+// accepted the command reads a clock ahead of PostgreSQL's (another host): the rename is
+// compared with the command's applied_at, PostgreSQL's clock too (compared with its
+// OccurredAt, the API's, only the entry it names was handed). A command delivered again
+// whose user was not renamed since it was applied (a rewind's backlog, say) names only its
+// own entries. Found by reviews.
 func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
-	second := incrEvent("ev-2", "alice", 5, at(2))
-	second.NickName = "Alicia"
-	mustApply(t, p, second)
-	again := mustApply(t, p, second)
-	if again.NewEvents != 0 || again.NickNames["alice"] != "Alicia" {
-		t.Fatalf("the retry: %d new events, nick names %v", again.NewEvents, again.NickNames)
-	}
-	var boards []string
-	for _, e := range again.Entries {
-		boards = append(boards, fmt.Sprintf("%s:%v", e.Board, e.NameOnly))
-	}
-	if got := strings.Join(boards, " "); got != "points:false global:true" {
-		t.Errorf("the retry names %s, want points:false global:true (every entry of alice's)", got)
-	}
-	// A command delivered again whose user was not renamed since it was accepted (a
-	// rewind's backlog, say) names only its own entries.
-	later := incrEvent("ev-3", "alice", 1, time.Now().Add(time.Hour))
-	later.NickName = "Alicia"
-	mustApply(t, p, later)
-	if again := mustApply(t, p, later); len(again.Entries) != 1 || again.Entries[0].Board != "points" {
-		t.Errorf("a redelivery without a rename since names %v, want only its points entry", again.Entries)
-	}
-}
-
-// TestProjectionRedeliveredRenameNamesEveryEntryWhenTheAPIClockIsAhead: as
-// TestProjectionRedeliveredRenameNamesEveryEntry, but the API that accepted the renaming
-// command reads a clock two seconds ahead of PostgreSQL's (another host). The command's
-// OccurredAt is the API's clock; users.updated_at, set by the rename, is PostgreSQL's
-// now(), earlier than the OccurredAt of the very command that renamed her. Its redelivery
-// (the first attempt's Redis step failed) hands the mirror every entry of alice's with the
-// new name: the rename is compared with the command's applied_at, PostgreSQL's clock too
-// (compared with OccurredAt, only the entry it names was handed). Found by a review.
-func TestProjectionRedeliveredRenameNamesEveryEntryWhenTheAPIClockIsAhead(t *testing.T) {
-	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
-	second := incrEvent("ev-2", "alice", 5, time.Now().Add(2*time.Second))
-	second.NickName = "Alicia"
-	if got := mustApply(t, p, second); len(got.Entries) != 2 {
-		t.Fatalf("the renaming batch names %v, want both of alice's entries", got.Entries)
-	}
-	again := mustApply(t, p, second)
-	if again.NewEvents != 0 || again.NickNames["alice"] != "Alicia" {
-		t.Fatalf("the retry: %d new events, nick names %v", again.NewEvents, again.NickNames)
-	}
-	var boards []string
-	for _, e := range again.Entries {
-		boards = append(boards, fmt.Sprintf("%s:%v", e.Board, e.NameOnly))
-	}
-	if got := strings.Join(boards, " "); got != "points:false global:true" {
-		t.Errorf("the retry of the renaming command names %s, want points:false global:true (every entry of alice's)", got)
+	for _, c := range []struct {
+		name     string
+		accepted time.Time
+	}{{"API clock behind", at(2)}, {"API clock 2 s ahead", time.Now().Add(2 * time.Second)}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newMigratedPool(t, 1)
+			p := storage.NewProjection(pool)
+			first := bestEvent("ev-1", "alice", 100, at(1))
+			first.NickName = "Alice"
+			mustApply(t, p, first)
+			second := incrEvent("ev-2", "alice", 5, c.accepted)
+			second.NickName = "Alicia"
+			mustApply(t, p, second)
+			again := mustApply(t, p, second)
+			if again.NewEvents != 0 || again.NickNames["alice"] != "Alicia" {
+				t.Fatalf("the retry: %d new events, nick names %v", again.NewEvents, again.NickNames)
+			}
+			if got := namedAs(again); got != "points:false global:true" {
+				t.Errorf("the retry names %s, want points:false global:true (every entry of alice's)", got)
+			}
+			later := incrEvent("ev-3", "alice", 1, time.Now().Add(time.Hour))
+			later.NickName = "Alicia"
+			mustApply(t, p, later)
+			if got := namedAs(mustApply(t, p, later)); got != "points:false" {
+				t.Errorf("a redelivery without a rename since names %s, want only its points entry", got)
+			}
+		})
 	}
 }

@@ -92,6 +92,23 @@ func TestAdminReasonsAreText(t *testing.T) {
 	}
 }
 
+// heldOn says which users an admin's command holds on a board period ("" when none).
+func heldOn(env *testEnv, board, period string) string {
+	if held := env.rdb.HGetAll(context.Background(), env.prefix+":{"+board+"}:"+period+":held").Val(); len(held) > 0 {
+		return fmt.Sprintf("%s %s holds %v", board, period, held)
+	}
+	return ""
+}
+
+// wantUnchanged submits a best score on global that does not improve the entry and wants
+// it answered 200 unchanged.
+func wantUnchanged(t *testing.T, svc *service, tok, when, body string) {
+	t.Helper()
+	if r := svc.submit(t, tok, body); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Errorf("a lower score %s: %d %s, want 200 unchanged", when, r.status, r.raw)
+	}
+}
+
 // TestAdminCommandNotAcceptedLeavesNoHold: an adjustment answered 409 (its event id used
 // with another value), and a retry of one already applied, change nothing: the user's
 // best score that does not improve the entry is still answered 200 "unchanged". Each put
@@ -109,18 +126,11 @@ func TestAdminCommandNotAcceptedLeavesNoHold(t *testing.T) {
 	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust?wait=true", admin, adjust); r.status != 200 {
 		t.Fatalf("adjust: %d %s", r.status, r.raw)
 	}
-	held := func() string {
-		if n := env.rdb.HLen(context.Background(), env.prefix+":{global}:all_time:held").Val(); n != 0 {
-			return "the user is held"
-		}
-		return ""
-	}
+	held := func() string { return heldOn(env, "global", "all_time") }
 	eventually(t, 10*time.Second, held)
 	unchanged := func(when string, score int) {
 		t.Helper()
-		if r := svc.submit(t, player, fmt.Sprintf(`{"score": %d}`, score)); r.status != 200 || r.body["status"] != "unchanged" {
-			t.Errorf("a lower score %s: %d %s, want 200 unchanged", when, r.status, r.raw)
-		}
+		wantUnchanged(t, svc, player, when, fmt.Sprintf(`{"score": %d}`, score))
 	}
 	unchanged("before", 100)
 	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 450, "reason": "oops", "event_id": "h-1"}`); r.status != 409 {
@@ -154,20 +164,14 @@ func TestAdminCommandRefusedForAPlayersEventIDLeavesNoHold(t *testing.T) {
 	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 500, "user_id": "hx"}`); r.status != 200 {
 		t.Fatalf("seed: %d %s", r.status, r.raw)
 	}
-	unchanged := func(when, body string) {
-		t.Helper()
-		if r := svc.submit(t, player, body); r.status != 200 || r.body["status"] != "unchanged" {
-			t.Errorf("a lower score %s: %d %s, want 200 unchanged", when, r.status, r.raw)
-		}
-	}
-	unchanged("under the event id h-1", `{"score": 100, "event_id": "h-1"}`)
+	wantUnchanged(t, svc, player, "under the event id h-1", `{"score": 100, "event_id": "h-1"}`)
 	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 400, "reason": "fix", "event_id": "h-1"}`); r.status != 409 {
 		t.Fatalf("an adjustment under the player's event id: %d %s, want 409", r.status, r.raw)
 	}
-	if n := env.rdb.HLen(context.Background(), env.prefix+":{global}:all_time:held").Val(); n != 0 {
-		t.Errorf("after the 409 the user is held (%s)", env.rdb.HGetAll(context.Background(), env.prefix+":{global}:all_time:held").Val())
+	if msg := heldOn(env, "global", "all_time"); msg != "" {
+		t.Errorf("after the 409: %s", msg)
 	}
-	unchanged("after the 409", fmt.Sprintf(`{"score": %d}`, 101))
+	wantUnchanged(t, svc, player, "after the 409", `{"score": 101}`)
 }
 
 // TestAdminCommandRefusedForAPlayersAcceptedEventIDLeavesNoHold: the player hx's write
@@ -196,13 +200,10 @@ func TestAdminCommandRefusedForAPlayersAcceptedEventIDLeavesNoHold(t *testing.T)
 		}
 		return ""
 	})
-	held := env.prefix + ":{global}:all_time:held"
-	if n := env.rdb.HLen(context.Background(), held).Val(); n != 0 {
-		t.Errorf("after the player's write was applied, the refused adjustment's hold is still there (%v): it lasts 24 h", env.rdb.HGetAll(context.Background(), held).Val())
+	if msg := heldOn(env, "global", "all_time"); msg != "" {
+		t.Errorf("after the player's write was applied, the refused adjustment's hold is still there: %s (for 24 h)", msg)
 	}
-	if r := api.submit(t, player, `{"score": 100}`); r.status != 200 || r.body["status"] != "unchanged" {
-		t.Errorf("a lower score after the player's write was applied: %d %s, want 200 unchanged", r.status, r.raw)
-	}
+	wantUnchanged(t, api, player, "after the player's write was applied", `{"score": 100}`)
 }
 
 // TestAdminAdjustmentRetriedAfterTheResetLeavesNoHold: an admin's adjustment of hx on the
@@ -236,19 +237,10 @@ func TestAdminAdjustmentRetriedAfterTheResetLeavesNoHold(t *testing.T) {
 		}
 		return ""
 	})
-	ctx := context.Background()
-	w1 := env.prefix + ":{fastest}:2026-W01:held"
-	eventually(t, 10*time.Second, func() string { // the projector takes its own id out once Redis shows it
-		if n := env.rdb.HLen(ctx, w1).Val(); n != 0 {
-			return "week 1 still held"
-		}
-		return ""
-	})
-	keys := env.rdb.Keys(ctx, env.prefix+":{fastest}:*:held").Val()
-	for _, k := range keys {
-		if n := env.rdb.HLen(ctx, k).Val(); n != 0 {
-			t.Errorf("the adjustment is applied, yet %s holds %v (for 24 h)", k, env.rdb.HGetAll(ctx, k).Val())
-		}
+	// The projector takes its own id out of week 1 once Redis shows it.
+	eventually(t, 10*time.Second, func() string { return heldOn(env, "fastest", "2026-W01") })
+	if msg := heldOn(env, "fastest", "2026-W02"); msg != "" {
+		t.Errorf("the adjustment is applied, yet week 2: %s (for 24 h)", msg)
 	}
 	if r := api.do(t, http.MethodPost, "/v1/boards/fastest/scores?wait=true", player, `{"value": 50000}`); r.status != 200 {
 		t.Fatalf("hx's first lap of week 2: %d %s", r.status, r.raw)
