@@ -170,8 +170,8 @@ func parseWeek(p string) (time.Time, error) {
 	}
 	y, err1 := strconv.Atoi(p[:4])
 	w, err2 := strconv.Atoi(p[6:])
-	if err1 != nil || err2 != nil || y < 1 || w < 1 || w > 53 {
-		return time.Time{}, bad
+	if err1 != nil || err2 != nil || y < 1 || w < 1 || w > 53 || fmt.Sprintf("%04d-W%02d", y, w) != p {
+		return time.Time{}, bad // Atoi takes a sign: "2026-W+1" would name week 1 otherwise spelled
 	}
 	// The Monday of week 1 is the Monday of the week holding January 4th.
 	jan4 := time.Date(y, time.January, 4, 0, 0, 0, 0, time.UTC)

@@ -154,7 +154,11 @@ func (s *server) handleFriends() http.HandlerFunc {
 		}
 		es, degraded, err := s.Reads.users(r.Context(), b, period, ids)
 		s.markDegraded(w, degraded)
-		if errors.Is(err, storage.ErrNotFound) { // a match without any entry has no users either
+		if errors.Is(err, errNoMatch) { // as every other read of a match without a point
+			writeError(w, r, http.StatusNotFound, "unknown_board", err.Error(), "")
+			return
+		}
+		if errors.Is(err, storage.ErrNotFound) { // a period without entries has no users either
 			es, err = nil, nil
 		}
 		if err != nil {

@@ -146,6 +146,7 @@ func TestMatchPoints(t *testing.T) {
 		{"POST", "/v1/matches/m%201/users/kim/point", srv, `{"point": 1}`, 404, "unknown_board"},
 		{"POST", "/v1/matches/m-1/users/bad%20user/point", srv, `{"point": 1}`, 400, "invalid_user_id"},
 		{"GET", "/v1/match-leaderboard/never-played/score", viewer, "", 404, "unknown_board"},
+		{"GET", "/v1/boards/match:never-played/users?ids=kim,lee", viewer, "", 404, "unknown_board"},
 		{"GET", "/v1/daily-leaderboard?date=2026-02-30", viewer, "", 400, "invalid_period"},
 		{"GET", "/v1/daily-leaderboard?size=0", viewer, "", 400, "invalid_size"},
 		{"GET", "/v1/daily-leaderboard?size=1001", viewer, "", 400, "invalid_size"},
