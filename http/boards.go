@@ -28,22 +28,23 @@ func (s *server) handleListBoards() http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		resp := response{Timezone: s.Config.Timezone.String(), Boards: make([]board, 0, len(s.Config.Boards))}
+		now := s.Periods.Now() // one instant: each board's current, previous and next reset agree
 		for _, b := range s.Config.Boards {
 			v := board{ID: b.ID, Operator: b.Operator, Order: b.Order, Period: b.Period, ServerOnly: b.ServerOnly,
 				MinValue: b.MinValue, MaxValue: b.MaxValue, ActionCooldown: int64(b.ActionCooldown / time.Second)}
 			if b.Operator == "incr" {
 				v.MaxDelta = b.MaxDelta
 			}
-			cur, err := s.Periods.Current(r.Context(), b)
+			cur, err := s.Periods.CurrentAt(r.Context(), b, now)
 			if err != nil {
 				s.readFailed(w, r, err)
 				return
 			}
 			v.CurrentPeriod = cur
-			if prev, ok, err := s.Periods.Previous(r.Context(), b); err == nil && ok {
+			if prev, ok, err := s.Periods.PreviousAt(r.Context(), b, now); err == nil && ok {
 				v.PreviousPeriod = prev
 			}
-			if at, ok := s.Periods.NextReset(b); ok {
+			if at, ok := s.Periods.NextResetAt(b, now); ok {
 				at = at.UTC()
 				v.NextResetAt = &at
 			}

@@ -67,7 +67,10 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 	p.mu.Unlock()
 	if !fresh {
 		v, err, _ := p.group.Do("seasons:"+strconv.FormatUint(started, 10), func() (any, error) {
-			all, err := p.seasons.All(ctx)
+			// Other requests wait on this listing: it does not end with this one's.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			all, err := p.seasons.All(lctx)
 			if err != nil {
 				return nil, err
 			}
@@ -114,9 +117,15 @@ func (p *Periods) CurrentAt(ctx context.Context, b configs.Board, at time.Time) 
 
 // Previous is the period before the current one (false when there is none).
 func (p *Periods) Previous(ctx context.Context, b configs.Board) (string, bool, error) {
+	return p.PreviousAt(ctx, b, p.now())
+}
+
+// PreviousAt is the period before the one an event accepted at counts for (false when
+// there is none; the seasons as they are now).
+func (p *Periods) PreviousAt(ctx context.Context, b configs.Board, at time.Time) (string, bool, error) {
 	switch b.Period {
 	case configs.PeriodDaily, configs.PeriodWeekly:
-		cur, _ := p.Current(ctx, b)
+		cur, _ := p.CurrentAt(ctx, b, at)
 		prev, ok := b.ShiftPeriod(cur, -1)
 		return prev, ok, nil
 	case configs.PeriodSeason:
@@ -129,9 +138,13 @@ func (p *Periods) Previous(ctx context.Context, b configs.Board) (string, bool, 
 	return "", false, nil
 }
 
-// NextReset is when the current period of b ends by the clock (false: it does not).
-func (p *Periods) NextReset(b configs.Board) (time.Time, bool) {
-	return b.NextReset(p.now(), p.cfg.Timezone)
+// Now reads the clock the periods follow: a caller that names several periods of one
+// instant (current, previous, next reset) reads it once, so that they agree at midnight.
+func (p *Periods) Now() time.Time { return p.now() }
+
+// NextResetAt is when the period of b holding at ends by the clock (false: it does not).
+func (p *Periods) NextResetAt(b configs.Board, at time.Time) (time.Time, bool) {
+	return b.NextReset(at, p.cfg.Timezone)
 }
 
 // periodKeyword reports whether name is one of the words ?period= reads as a relative
@@ -174,9 +187,10 @@ func (p *Periods) Resolve(ctx context.Context, b configs.Board, raw string) (str
 // Periods after the current one, and daily, weekly or season periods older than
 // PastPeriodsInRedis, are read from PostgreSQL.
 func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (time.Duration, bool, error) {
+	now := p.now()
 	switch b.Period {
 	case configs.PeriodDaily, configs.PeriodWeekly:
-		cur, _ := p.Current(ctx, b)
+		cur, _ := p.CurrentAt(ctx, b, now)
 		if configs.ComparePeriods(period, cur) > 0 {
 			return 0, false, nil
 		}
@@ -190,7 +204,7 @@ func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (
 			return 0, false, nil
 		}
 	}
-	ttl, keep := p.cfg.RedisLife(b, period, p.now())
+	ttl, keep := p.cfg.RedisLife(b, period, now)
 	return ttl, keep, nil
 }
 
@@ -214,10 +228,11 @@ func (p *Periods) NextResetOf(board, period string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	if cur, err := p.Current(context.Background(), b); err != nil || cur != period {
+	now := p.now()
+	if cur, err := p.CurrentAt(context.Background(), b, now); err != nil || cur != period {
 		return time.Time{}, false
 	}
-	return p.NextReset(b)
+	return p.NextResetAt(b, now)
 }
 
 // WatchSeasons wakes the streams of a season board when its current season changes, every

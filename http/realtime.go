@@ -115,10 +115,10 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 			s.readFailed(w, r, err)
 			return
 		}
-		var current func() string
+		var current func(at time.Time) string
 		if follow {
-			current = func() string {
-				p, err := s.Periods.Current(r.Context(), b)
+			current = func(at time.Time) string {
+				p, err := s.Periods.CurrentAt(r.Context(), b, at)
 				if err != nil {
 					return sub.Period()
 				}
@@ -134,7 +134,7 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 // writeStream writes the subscription's frames as SSE until the client leaves or the hub
 // ends the stream, with a comment line every heartbeat; false when a write failed. When
 // current is set, the stream moves to the board's new period at each reset.
-func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription, current func() string, b configs.Board) bool {
+func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription, current func(at time.Time) string, b configs.Board) bool {
 	rc := http.NewResponseController(w)
 	// The deadline would outlive the stream on a kept-alive connection.
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
@@ -149,12 +149,13 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 	var later, reset <-chan time.Time
 	for {
 		if current != nil {
-			if p := current(); p != sub.Period() {
+			now := s.Periods.Now() // the period and its reset of one instant
+			if p := current(now); p != sub.Period() {
 				if err := sub.Move(r.Context(), p); err != nil {
 					s.Logger.Warn("realtime stream could not move to the new period", "board", b.Key(), "period", p, "err", err)
 				}
 			}
-			if at, ok := s.Periods.NextReset(b); ok && reset == nil {
+			if at, ok := s.Periods.NextResetAt(b, now); ok && reset == nil {
 				reset = time.After(max(time.Until(at), 0) + 10*time.Millisecond)
 			}
 		}
