@@ -105,26 +105,34 @@ func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error)
 	return l, unavailable("get dead letter", err)
 }
 
-// Delete drops a dead letter, or returns ErrNotFound. The outbox rows of its command go
+// Delete drops a dead letter, or returns ErrNotFound. The outbox rows of its message go
 // with it, in the same transaction: a row left behind would be neither applied nor
 // dead-lettered, which the relay's Rewind takes for a command a broker lost, and would
-// forward again at every relay start.
+// forward again at every relay start. Those are the accepted command's rows and the
+// envelopes of requeues made before it was dead-lettered (fewer attempts than it); a
+// requeue of a duplicate dead letter of the same message, as recent as this one or more,
+// stays on its way. A message without a user is found by its uuid.
 func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
 		var user, event sql.NullString
-		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id`, id).Scan(&user, &event)
+		var uuid string
+		var attempts int
+		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id, uuid, attempts`, id).Scan(&user, &event, &uuid, &attempts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		if user.Valid && event.Valid {
-			for shard := range a.shards {
-				o := a.schema.Messages.MessagesTable(a.schema.Topic(shard))
-				if _, err := tx.ExecContext(ctx, `DELETE FROM `+o+` o WHERE `+rowUser("o")+` = $1 AND `+rowEvent("o")+` = $2`, user.String, event.String); err != nil {
-					return err
-				}
+		if event.Valid {
+			uuid = event.String // a command's message uuid is its event id
+		}
+		for shard := range a.shards {
+			o := a.schema.Messages.MessagesTable(a.schema.Topic(shard))
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+o+` o
+				WHERE `+rowUser("o")+` IS NOT DISTINCT FROM $1 AND `+rowEvent("o")+` = $2 AND `+rowAttempts("o")+` < $3`,
+				user, uuid, attempts); err != nil {
+				return err
 			}
 		}
 		return audit(ctx, tx, actor, "dlq.delete", []int64{id}, nil)

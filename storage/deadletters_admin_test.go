@@ -2,8 +2,11 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/openleaderboard/leaderboard/storage"
@@ -55,5 +58,165 @@ func TestRequeueIsAtomic(t *testing.T) {
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM admin_audit WHERE action = 'dlq.requeue' AND $1 = ANY(target_ids)`, id).Scan(&audited)
 	if audited != 1 {
 		t.Fatalf("requeue audited %d times", audited)
+	}
+}
+
+// poisonedWith is a message the projector's poison queue hands the dead-letter store.
+func poisonedWith(uuid string, payload []byte, meta map[string]string) *message.Message {
+	m := message.NewMessage(uuid, payload)
+	for k, v := range meta {
+		m.Metadata.Set(k, v)
+	}
+	m.Metadata.Set(middleware.ReasonForPoisonedKey, "decode ScoreSubmitted: invalid character")
+	m.Metadata.Set(middleware.PoisonedTopicKey, "leaderboard.score-events")
+	m.Metadata.Set(middleware.PoisonedHandlerKey, "apply-score")
+	m.Metadata.Set(middleware.PoisonedSubscriberKey, "kafka")
+	return m
+}
+
+// outboxRowsOf counts the outbox rows (every shard) that carry message uuid, plain
+// or inside a forwarder envelope (a requeued dead letter).
+func outboxRowsOf(t *testing.T, f *outboxFixture, uuid string) int {
+	t.Helper()
+	var n int
+	for shard := range testShards {
+		var c int
+		if err := f.pool.QueryRow(testContext(t), `SELECT count(*) FROM `+outboxTable(shard)+`
+			WHERE uuid = $1 OR payload->>'uuid' = $1`, uuid).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		n += c
+	}
+	return n
+}
+
+// TestRequeuedKeylessDeadLetterIsPrunedAndDeletable: a malformed message on the score
+// topic without event_id and partition_key headers (any producer but the relay may send
+// one, TestDeadLetterAdmin's case) is dead-lettered with no user and no event id. Once
+// requeued and dead-lettered again, its outbox row (a forwarder envelope) is found by its
+// message uuid: the prune deletes it, a DELETE /admin/dlq/{id} deletes it, and a relay
+// start does not take it for a command a broker lost (matched by user and event id only,
+// it was forwarded again at every relay start, and the dropped dead letter came back).
+func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+	payload := []byte{0xff, 0x00, '{'}
+	idOf := func(uuid string) int64 {
+		t.Helper()
+		var id int64
+		if err := f.pool.QueryRow(ctx, `SELECT id FROM dead_letters WHERE uuid = $1`, uuid).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// requeuedAndPoisonedAgain requeues the message's dead letter, moves the relay past
+	// its envelope and dead-letters it again; it returns the new dead letter's id.
+	requeuedAndPoisonedAgain := func(uuid string) int64 {
+		t.Helper()
+		if err := dl.Publish("poison", poisonedWith(uuid, payload, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Requeue(ctx, idOf(uuid), "ops"); err != nil {
+			t.Fatal(err)
+		}
+		shard := storage.ShardOf(uuid, testShards)
+		var tx string
+		var off int64
+		if err := f.pool.QueryRow(ctx, `SELECT transaction_id::text, "offset" FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`, uuid).Scan(&tx, &off); err != nil {
+			t.Fatalf("requeued row: %v", err)
+		}
+		if _, err := f.pool.Exec(ctx, `INSERT INTO `+offsetsTable(shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
+			VALUES ($1, $2, $3::text::xid8)
+			ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
+			storage.RelayConsumerGroup, off, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: "1"})); err != nil {
+			t.Fatal(err)
+		}
+		return idOf(uuid)
+	}
+	for _, uuid := range []string{"raw-kafka-msg-1", "raw-kafka-msg-2"} {
+		if n, err := maint.Rewind(ctx, storage.ShardOf(uuid, testShards)); err != nil || n != 0 {
+			t.Fatalf("before: Rewind = %d, %v", n, err)
+		}
+		again := requeuedAndPoisonedAgain(uuid)
+		shard := storage.ShardOf(uuid, testShards)
+		if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
+			t.Errorf("%s: a relay start rewinds %d rows (%v), want 0: the dead-lettered message would be forwarded again", uuid, n, err)
+		}
+		if uuid == "raw-kafka-msg-1" { // forwarded and dead-lettered: the prune deletes its row
+			if _, err := maint.Prune(ctx, shard, 5000); err != nil {
+				t.Fatal(err)
+			}
+			if n := outboxRowsOf(t, f, uuid); n != 0 {
+				t.Errorf("after the prune: %d outbox rows of the forwarded, dead-lettered message, want 0", n)
+			}
+			continue
+		}
+		if err := admin.Delete(ctx, again, "ops"); err != nil { // the admin drops it: nothing of it stays
+			t.Fatal(err)
+		}
+		if n := outboxRowsOf(t, f, uuid); n != 0 {
+			t.Errorf("after DELETE /admin/dlq/%d: %d outbox rows of the dropped message remain", again, n)
+		}
+		if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
+			t.Errorf("relay start after the delete: Rewind = %d, %v; want 0", n, err)
+		}
+	}
+}
+
+// TestDeleteOfADuplicateDeadLetterKeepsTheRequeuedCommand: Kafka delivers at
+// least once, so one command can be dead-lettered twice (poisoned, then redelivered
+// after a crash before the offset commit, poisoned again). The admin requeues one of the
+// two (answered 200 "requeued") and drops the other as a duplicate. The delete keeps
+// the envelope the requeue put in the outbox (it removed every row of the user and event
+// id: the requeued command was never forwarded nor applied, and no dead letter either).
+func TestDeleteOfADuplicateDeadLetterKeepsTheRequeuedCommand(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+
+	const user, event = "u-dup", "ev-dup"
+	body := []byte(fmt.Sprintf(`{"event_id":%q,"board":"global","period":"all_time","user_id":%q,"value":5,"occurred_at":"2026-01-01T00:00:00Z"}`, event, user))
+	meta := map[string]string{"event_id": event, "partition_key": user}
+	for range 2 { // the first delivery and the redelivery
+		if err := dl.Publish("poison", poisonedWith(event, body, meta)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []int64
+	rows, err := f.pool.Query(ctx, `SELECT id FROM dead_letters ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(ids))
+	}
+	if err := admin.Requeue(ctx, ids[0], "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, event); n != 1 {
+		t.Fatalf("after the requeue: %d outbox rows, want 1", n)
+	}
+	if err := admin.Delete(ctx, ids[1], "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, event); n != 1 {
+		t.Errorf("deleting the duplicate dead letter %d dropped the command dead letter %d was requeued as: %d outbox rows, want 1", ids[1], ids[0], n)
 	}
 }

@@ -34,6 +34,26 @@ func rowEvent(alias string) string {
 	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->>'uuid' ELSE ` + alias + `.uuid END`
 }
 
+// rowDone is true when the event of outbox row alias was applied or dead-lettered. A
+// message without a user or an event id (a malformed one another producer put on the
+// topic, requeued: a forwarder envelope without them) is told by its message uuid, which
+// its dead letter keeps.
+func rowDone(alias string) string {
+	u, e := rowUser(alias), rowEvent(alias)
+	return `(EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + u + ` AND h.event_id = ` + e + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id IS NULL AND l.uuid = ` + e + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE ` + u + ` IS NULL AND l.user_id IS NULL AND l.uuid = ` + e + `))`
+}
+
+// rowAttempts is how many times the message of outbox row alias was dead-lettered before
+// it was put there: a requeue's envelope carries its dead letter's attempts
+// (MetaAttempts), an accepted command none.
+func rowAttempts(alias string) string {
+	a := alias + `.payload->'metadata'->>'` + MetaAttempts + `'`
+	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL AND ` + a + ` ~ '^[0-9]{1,9}$' THEN (` + a + `)::int ELSE 0 END`
+}
+
 // Rewind moves the relay's position of a shard back to the oldest outbox row whose
 // event has neither been applied nor dead-lettered, so that everything acknowledged but
 // lost on the way (a broker that died with the process) is forwarded again. It never
@@ -45,8 +65,7 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 	err := m.pool.QueryRow(ctx, `
 		WITH first_pending AS (
 			SELECT o.transaction_id, o."offset" FROM `+msgs+` o
-			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o")+` AND h.event_id = `+rowEvent("o")+`)
-			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o")+` AND d.event_id = `+rowEvent("o")+`)
+			WHERE NOT `+rowDone("o")+`
 			ORDER BY o.transaction_id, o."offset" LIMIT 1
 		), moved AS (
 			UPDATE `+offs+` f SET last_processed_transaction_id = p.transaction_id, offset_acked = p."offset" - 1
@@ -80,8 +99,7 @@ func CheckDroppedShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSc
 		}
 		var pending bool
 		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table+` o
-			WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = `+rowUser("o")+` AND h.event_id = `+rowEvent("o")+`)
-			  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.user_id = `+rowUser("o")+` AND d.event_id = `+rowEvent("o")+`))`).Scan(&pending); err != nil {
+			WHERE NOT `+rowDone("o")+`)`).Scan(&pending); err != nil {
 			return fmt.Errorf("outbox shard %d: %w", shard, err)
 		}
 		if pending {
@@ -129,9 +147,7 @@ func pruneSQL(msgs, offs string) string {
 		)
 		DELETE FROM ` + msgs + ` o
 		WHERE o.ctid = ANY (ARRAY(
-			SELECT d.tid FROM oldest d
-			WHERE EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + rowUser("d") + ` AND h.event_id = ` + rowEvent("d") + `)
-			   OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + rowUser("d") + ` AND l.event_id = ` + rowEvent("d") + `)))`
+			SELECT d.tid FROM oldest d WHERE ` + rowDone("d") + `))`
 }
 
 // Backlog returns how many outbox rows of a shard the relay has not passed yet.
