@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Difference is one entry on which Redis and PostgreSQL disagree.
@@ -32,23 +34,31 @@ type ConsistencyReport struct {
 	Consistent bool `json:"consistent"`
 }
 
+// consistencySettle is how long a check waits before it reads again the entries on
+// which Redis and PostgreSQL differed: under writes PostgreSQL leads Redis by the
+// pipeline's lag, and a difference that does not stay is not one.
+const consistencySettle = time.Second
+
+// recheckCap bounds the entries a check reads again; past it, differences are reported
+// as first found.
+const recheckCap = 10_000
+
 // CheckConsistency compares every entry (full) or a random sample of entries of a board
-// in Redis with PostgreSQL, plus the counts.
+// in Redis with PostgreSQL, plus the counts. Entries that differ are read again from
+// both after consistencySettle, and only those that still differ count (a board taking
+// writes does not raise false alarms). In full mode the entries Redis holds that
+// PostgreSQL does not are found by a scan of the sorted set, so the counts, which a
+// board gaining players changes during the check, are reported but not compared; in
+// sample mode they are the only view of missing and extra entries, read again after
+// consistencySettle when they differ.
 func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period string, full bool, sample int) (ConsistencyReport, error) {
 	k := b.keys(board, period)
 	rep := ConsistencyReport{Board: board, Period: period, Mode: "sample", Differences: []Difference{}}
 	if full {
 		rep.Mode = "full"
 	}
-	var err error
-	if rep.PostgresEntries, err = src.count(ctx, board, period); err != nil {
+	if err := b.counts(ctx, src, k, &rep); err != nil {
 		return rep, err
-	}
-	if rep.RedisEntries, err = b.recordCount(ctx, k.u); err != nil {
-		return rep, err
-	}
-	if rep.RedisSorted, err = b.rdb.ZCard(ctx, k.z).Result(); err != nil {
-		return rep, redisErr("consistency: count", err)
 	}
 	loaded, err := b.rdb.Exists(ctx, k.top).Result()
 	if err != nil {
@@ -56,6 +66,7 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 	}
 	rep.Loaded = loaded == 1
 	after := ""
+	var suspects []string
 	for {
 		limit := 2000
 		if !full {
@@ -68,25 +79,182 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 		if len(states) == 0 {
 			break
 		}
-		if err := b.compare(ctx, k, states, &rep); err != nil {
+		differ, err := b.compare(ctx, k, states, &rep)
+		if err != nil {
 			return rep, err
 		}
+		suspects = append(suspects, differ...)
 		if !full {
 			break
 		}
 		after = states[len(states)-1].UserID
 	}
+	var extra []string
 	if full {
-		rep.ExtraInRedis = rep.RedisEntries - (rep.Checked - rep.MissingInRedis)
-	} else {
+		if extra, err = b.extraInRedis(ctx, src, k, board, period); err != nil {
+			return rep, err
+		}
+	}
+	if len(suspects)+len(extra) > 0 && len(suspects) <= recheckCap && len(extra) <= recheckCap {
+		if err := sleepCtx(ctx, consistencySettle); err != nil {
+			return rep, err
+		}
+		if err := b.recheck(ctx, src, k, board, period, suspects, &rep); err != nil {
+			return rep, err
+		}
+		if extra, err = src.absent(ctx, board, period, extra); err != nil {
+			return rep, err
+		}
+		if extra, err = b.inRedis(ctx, k, extra); err != nil {
+			return rep, err
+		}
+	}
+	if full {
+		rep.ExtraInRedis = int64(len(extra))
+		for _, u := range extra {
+			rep.addDifference(Difference{UserID: u, Redis: "present"})
+		}
+	} else if rep.RedisEntries != rep.PostgresEntries || rep.RedisEntries != rep.RedisSorted {
+		if err := sleepCtx(ctx, consistencySettle); err != nil {
+			return rep, err
+		}
+		if err := b.counts(ctx, src, k, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if !full {
 		rep.ExtraInRedis = max(0, rep.RedisEntries-rep.PostgresEntries)
 	}
 	rep.Consistent = rep.MissingInRedis == 0 && rep.Mismatched == 0 && rep.ExtraInRedis == 0 &&
-		rep.RedisEntries == rep.RedisSorted && rep.RedisEntries == rep.PostgresEntries
+		rep.RedisEntries == rep.RedisSorted && (full || rep.RedisEntries == rep.PostgresEntries)
 	return rep, nil
 }
 
-func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *ConsistencyReport) error {
+// counts reads the entry counts: PostgreSQL's, then Redis's hash and sorted set in one
+// transaction (a write between two reads would make them differ).
+func (b *Boards) counts(ctx context.Context, src *Ranks, k keys, rep *ConsistencyReport) error {
+	var err error
+	if rep.PostgresEntries, err = src.count(ctx, rep.Board, rep.Period); err != nil {
+		return err
+	}
+	keys, state, err := b.bucketKeys(ctx, k.u)
+	if err != nil {
+		return err
+	}
+	var lens []*redis.IntCmd
+	var card *redis.IntCmd
+	if _, err := b.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, key := range keys {
+			lens = append(lens, pipe.HLen(ctx, key))
+		}
+		card = pipe.ZCard(ctx, k.z)
+		return nil
+	}); err != nil {
+		return redisErr("consistency: count", err)
+	}
+	rep.RedisEntries = 0
+	for _, l := range lens {
+		rep.RedisEntries += l.Val()
+	}
+	if state {
+		rep.RedisEntries--
+	}
+	rep.RedisSorted = card.Val()
+	return nil
+}
+
+// extraInRedis scans the sorted set and returns the users it holds that PostgreSQL has no
+// visible entry of (each once, though a scan may return a member twice).
+func (b *Boards) extraInRedis(ctx context.Context, src *Ranks, k keys, board, period string) ([]string, error) {
+	seen := map[string]bool{}
+	var extra []string
+	var cursor uint64
+	for {
+		members, next, err := b.rdb.ZScan(ctx, k.z, cursor, "", 2000).Result()
+		if err != nil {
+			return nil, redisErr("consistency: scan", err)
+		}
+		users := make([]string, 0, len(members)/2)
+		for i := 0; i < len(members); i += 2 { // member, score
+			if m := members[i]; len(m) > memberPrefixLen {
+				users = append(users, m[memberPrefixLen:])
+			}
+		}
+		absent, err := src.absent(ctx, board, period, users)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range absent {
+			if !seen[u] {
+				seen[u] = true
+				extra = append(extra, u)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return extra, nil
+		}
+	}
+}
+
+// inRedis returns those of users whose entry Redis holds.
+func (b *Boards) inRedis(ctx context.Context, k keys, users []string) ([]string, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(users))
+	for i, u := range users {
+		args[i] = u
+	}
+	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
+	if err != nil {
+		return nil, redisErr("consistency: read", err)
+	}
+	var out []string
+	for i, u := range users {
+		if rec, _ := res[2*i].(string); rec != "" {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// recheck reads the users' entries again from both stores and replaces their first
+// findings with what it finds now.
+func (b *Boards) recheck(ctx context.Context, src *Ranks, k keys, board, period string, users []string, rep *ConsistencyReport) error {
+	if len(users) == 0 {
+		return nil
+	}
+	states, err := src.statesOf(ctx, board, period, users)
+	if err != nil {
+		return err
+	}
+	again := ConsistencyReport{Differences: []Difference{}}
+	if len(states) > 0 {
+		if _, err := b.compare(ctx, k, states, &again); err != nil {
+			return err
+		}
+	}
+	// A user whose entry is gone from PostgreSQL meanwhile (removed, banned) is no
+	// difference of its own: the sorted-set scan finds it if Redis kept it.
+	rep.MissingInRedis, rep.Mismatched = again.MissingInRedis, again.Mismatched
+	rep.Differences = again.Differences
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// compare checks states against Redis, counting into rep, and returns the users that
+// differ.
+func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *ConsistencyReport) ([]string, error) {
 	users := make([]string, len(states))
 	for i, s := range states {
 		users[i] = s.UserID
@@ -97,11 +265,12 @@ func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *
 	}
 	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
 	if err != nil {
-		return redisErr("consistency: read", err)
+		return nil, redisErr("consistency: read", err)
 	}
 	if len(res) != 2*len(users) {
-		return fmt.Errorf("consistency: %d fields for %d users", len(res), len(users))
+		return nil, fmt.Errorf("consistency: %d fields for %d users", len(res), len(users))
 	}
+	var differ []string
 	for i, s := range states {
 		rep.Checked++
 		want := fmt.Sprintf("%d/%d", s.Score, s.Version)
@@ -109,6 +278,7 @@ func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *
 		if rec == "" {
 			rep.MissingInRedis++
 			rep.addDifference(Difference{UserID: s.UserID, Postgres: want})
+			differ = append(differ, s.UserID)
 			continue
 		}
 		sortKey, err := parseSortKey(res[2*i+1])
@@ -120,9 +290,10 @@ func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *
 			!st.updated.Equal(s.UpdatedAt.Truncate(time.Microsecond)) || int64(sortKey) != s.SortKey {
 			rep.Mismatched++
 			rep.addDifference(Difference{UserID: s.UserID, Postgres: want, Redis: fmt.Sprintf("%d/%d", st.score, st.version)})
+			differ = append(differ, s.UserID)
 		}
 	}
-	return nil
+	return differ, nil
 }
 
 func (rep *ConsistencyReport) addDifference(d Difference) {

@@ -166,6 +166,40 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 	return states, nicks, unavailable("read board entries", err)
 }
 
+// statesOf reads the users' visible entries of a board period (users without one left
+// out).
+func (r *Ranks) statesOf(ctx context.Context, board, period string, users []string) ([]EntryState, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+entryColumns+` FROM visible_entries e
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = ANY($3)`, board, period, users)
+	if err != nil {
+		return nil, unavailable("read board entries", err)
+	}
+	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) {
+		var s EntryState
+		var meta []byte
+		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &s.Hidden)
+		if len(meta) > 0 {
+			s.Metadata = meta
+		}
+		return s, err
+	})
+	return states, unavailable("read board entries", err)
+}
+
+// absent returns those of users without a visible entry of the board period.
+func (r *Ranks) absent(ctx context.Context, board, period string, users []string) ([]string, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	rows, err := r.pool.Query(ctx, `SELECT u FROM unnest($3::text[]) AS u
+		WHERE NOT EXISTS (SELECT 1 FROM visible_entries e WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = u)`, board, period, users)
+	if err != nil {
+		return nil, unavailable("read board entries", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, unavailable("read board entries", err)
+}
+
 // count returns how many entries a board period holds in PostgreSQL.
 func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
 	var n int64

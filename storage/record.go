@@ -221,26 +221,3 @@ func (b *Boards) bucketKeys(ctx context.Context, u string) ([]string, bool, erro
 	return keys, cmd.Err() == nil, nil
 }
 
-// recordCount counts the entries in the entry hashes whose bucket 0 is u.
-func (b *Boards) recordCount(ctx context.Context, u string) (int64, error) {
-	keys, state, err := b.bucketKeys(ctx, u)
-	if err != nil {
-		return 0, err
-	}
-	pipe := b.rdb.Pipeline()
-	lens := make([]*redis.IntCmd, len(keys))
-	for i, k := range keys {
-		lens[i] = pipe.HLen(ctx, k)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, redisErr("count entries", err)
-	}
-	var n int64
-	for _, l := range lens {
-		n += l.Val()
-	}
-	if state {
-		n--
-	}
-	return n, nil
-}
