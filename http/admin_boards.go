@@ -59,6 +59,11 @@ func (s *server) handleRebuild() http.HandlerFunc {
 			return
 		}
 		s.Logger.Info("board rebuilt", "board", t.Board, "period", t.Period, "entries", res.Entries, "version", res.Version, "took", res.Duration, "by", actor)
+		if s.Hub != nil { // this process's streams get the repaired top now, others' at their next refresh
+			if err := s.Hub.Refresh(context.WithoutCancel(r.Context()), t.Board, t.Period); err != nil {
+				s.Logger.Warn("rebuilt board not pushed to this process's streams", "board", t.Board, "period", t.Period, "err", err)
+			}
+		}
 		encode(w, http.StatusOK, map[string]any{"board": res.Board, "period": res.Period, "entries": res.Entries,
 			"version": res.Version, "took_ms": res.Duration.Milliseconds()})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -431,17 +432,73 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 	}
 }
 
+// Refresh reads a board period's top from Redis and publishes it when it is newer than
+// the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
+// streams so.
+func (h *Hub) Refresh(ctx context.Context, board, period string) error {
+	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
+	if err != nil {
+		return err
+	}
+	h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	return nil
+}
+
+// RefreshAll refreshes every board period a stream follows (another process's rebuild,
+// a notification lost on the way), and returns the first error.
+func (h *Hub) RefreshAll(ctx context.Context) error {
+	type boardPeriod struct{ board, period string }
+	h.mu.Lock()
+	followed := make([]boardPeriod, 0, len(h.clients))
+	for key, set := range h.clients {
+		for c := range set {
+			if len(key) > len(c.board) && key[:len(c.board)] == c.board {
+				followed = append(followed, boardPeriod{c.board, key[len(c.board)+1:]})
+			}
+			break
+		}
+	}
+	h.mu.Unlock()
+	var first error
+	for _, f := range followed {
+		if err := h.Refresh(ctx, f.board, f.period); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// RefreshTops refreshes the followed tops every interval until ctx ends.
+func RefreshTops(ctx context.Context, hub *Hub, interval time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := hub.RefreshAll(ctx); err != nil && ctx.Err() == nil {
+				logger.Debug("realtime: refreshing the followed tops", "err", err)
+			}
+		}
+	}
+}
+
+func entriesOf(top storage.Top) []messages.Entry {
+	entries := make([]messages.Entry, len(top.Entries))
+	for i, e := range top.Entries {
+		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
+	}
+	return entries
+}
+
 // snapshot returns the newest top the hub has seen, or reads it from Redis.
 func (h *Hub) snapshot(ctx context.Context, board, period string) (snapshot, error) {
 	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
 	if err != nil {
 		return snapshot{}, err
 	}
-	entries := make([]messages.Entry, len(top.Entries))
-	for i, e := range top.Entries {
-		entries[i] = messages.Entry{Rank: e.Rank, UserID: e.UserID, Score: e.Score, NickName: e.NickName, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
-	}
-	s := h.renderTop(board, period, top.Version, top.UpdatedAt, entries)
+	s := h.renderTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.latest[board+":"+period]; ok && cur.version > s.version {

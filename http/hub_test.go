@@ -518,3 +518,36 @@ func TestHubMovedStreamGetsNoRankOfThePeriodItLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestHubRefreshAllPublishesATopSwappedInWithoutNotification: a rebuild on another
+// process swaps a repaired top into Redis and no notification tells this one; the
+// periodic refresh reads the followed tops and publishes the newer one to the streams.
+func TestHubRefreshAllPublishesATopSwappedInWithoutNotification(t *testing.T) {
+	clk := newClock()
+	at := clk.now()
+	redis := &redisTop{top: storage.Top{Version: 10, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "ghost", Score: 999, UpdatedAt: at}}}}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, redis, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "x", "match:m-1", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	sub.Frames()
+	redis.set(storage.Top{Version: 11, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "alice", Score: 50, UpdatedAt: at}}})
+	if err := h.RefreshAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Second)
+	frames, _ := sub.Frames()
+	if len(frames) == 0 || frames[0].ID != "11" || !strings.Contains(string(frames[0].Data), `"alice"`) {
+		t.Fatalf("after the refresh: %+v, want version 11 with alice", frames)
+	}
+	if err := h.RefreshAll(ctx); err != nil { // nothing newer: nothing sent
+		t.Fatal(err)
+	}
+	clk.advance(time.Second)
+	if frames, _ := sub.Frames(); len(frames) != 0 {
+		t.Errorf("a refresh without a newer top sent %+v", frames)
+	}
+}

@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // TestRebuildAfterRedisLoss: after the board's Redis keys are lost (FLUSHALL, scoped to
@@ -123,5 +126,68 @@ func TestRebuildAfterRedisLoss(t *testing.T) {
 		if r := svc.do(t, c.method, c.path, c.tok, ""); r.status != c.status {
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, r.status, c.status)
 		}
+	}
+}
+
+// TestRebuildReachesOpenStreams: Redis got a board wrong (here a ghost entry no
+// PostgreSQL row backs, as a mirror bug would leave it), and the live top showed it on
+// the open realtime streams. The admin rebuilds the board from PostgreSQL: the repaired
+// top, with a new version, goes to the process's streams at once (other processes' get
+// it from their periodic refresh, TestHubRefreshAllPublishesATopSwappedInWithoutNotification).
+// A rebuild published nothing: every browser showed the ghost until a write changed the top.
+func TestRebuildReachesOpenStreams(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	admin := mintToken(t, "ops", "admin")
+	alice := mintToken(t, "alice")
+	mustApply(t, svc, alice, `{"score": 50}`)
+	mustApply(t, svc, mintToken(t, "bob"), `{"score": 40}`)
+	c := svc.mustStream(t, "board=global&token="+svc.realtimeToken(t, alice), "")
+
+	// Redis gets the board wrong: a ghost entry above everyone.
+	boards := storage.NewBoards(env.rdb, env.prefix, 100)
+	now := time.Now().UTC()
+	res := boards.ApplyAll(context.Background(), []storage.MirrorGroup{{
+		Target: storage.Target{Board: "global", Period: "all_time"},
+		States: []storage.EntryState{{Board: "global", Period: "all_time", UserID: "ghost", Score: 999999, SortKey: 999999, Version: 1, ReachedAt: now, UpdatedAt: now}},
+	}}, nil)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	// A later write changes the top: the streams get it, ghost included.
+	mustApply(t, svc, mintToken(t, "carol"), `{"score": 30}`)
+	first := func() string {
+		ups := c.named("leaderboard.updated")
+		if len(ups) == 0 {
+			return ""
+		}
+		entries, _ := ups[len(ups)-1].data["entries"].([]any)
+		if len(entries) == 0 {
+			return ""
+		}
+		return fmt.Sprint(entries[0].(map[string]any)["user_id"])
+	}
+	eventually(t, 20*time.Second, func() string {
+		if f := first(); f != "ghost" {
+			return "stream's first: " + f
+		}
+		return ""
+	})
+
+	r := svc.do(t, http.MethodPost, "/admin/boards/global/rebuild", admin, "")
+	if r.status != 200 {
+		t.Fatalf("rebuild: %d %s", r.status, r.raw)
+	}
+	top := svc.do(t, http.MethodGet, "/v1/leaderboard/top", alice, "")
+	if !strings.Contains(top.raw, `"alice"`) || strings.Contains(top.raw, "ghost") {
+		t.Fatalf("top after the rebuild: %s", top.raw)
+	}
+	deadline := time.Now().Add(2 * time.Second) // the refresh of every process runs every 5 s
+	for time.Now().Before(deadline) && (first() == "ghost" || c.lastVersion() != num(top.body["version"])) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if f := first(); f != "alice" || c.lastVersion() != num(top.body["version"]) {
+		t.Errorf("2 s after the rebuild the open stream still shows %q first at version %d; the board's top is version %d with alice first", f, c.lastVersion(), num(top.body["version"]))
 	}
 }

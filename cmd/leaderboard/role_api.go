@@ -46,6 +46,9 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	}
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { lbhttp.WatchSeasons(ctx, periods, hub, time.Second); return nil })
+	// A top swapped in without a notification (another process's rebuild) or one lost on
+	// the way reaches the streams within this.
+	g.Go(func() error { lbhttp.RefreshTops(ctx, hub, 5*time.Second, d.logger); return nil })
 	ready.routers = append(ready.routers, notifier.IsRunning)
 	bans := lbhttp.NewBanList(storage.NewBans(d.pool), time.Second, d.logger)
 	if err := bans.Load(ctx); err != nil {
