@@ -109,20 +109,20 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 			return rep, err
 		}
 	}
-	if full {
-		rep.ExtraInRedis = int64(len(extra))
-		for _, u := range extra {
-			rep.addDifference(Difference{UserID: u, Redis: "present"})
-		}
-	} else if rep.RedisEntries != rep.PostgresEntries || rep.RedisEntries != rep.RedisSorted {
-		if err := sleepCtx(ctx, consistencySettle); err != nil {
+	if rep.RedisEntries != rep.RedisSorted || (!full && rep.RedisEntries != rep.PostgresEntries) {
+		if err := sleepCtx(ctx, consistencySettle); err != nil { // counts of one moment may differ
 			return rep, err
 		}
 		if err := b.counts(ctx, src, k, &rep); err != nil {
 			return rep, err
 		}
 	}
-	if !full {
+	if full {
+		rep.ExtraInRedis = int64(len(extra))
+		for _, u := range extra {
+			rep.addDifference(Difference{UserID: u, Redis: "present"})
+		}
+	} else {
 		rep.ExtraInRedis = max(0, rep.RedisEntries-rep.PostgresEntries)
 	}
 	rep.Consistent = rep.MissingInRedis == 0 && rep.Mismatched == 0 && rep.ExtraInRedis == 0 &&
