@@ -111,7 +111,7 @@ func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error)
 // forward again at every relay start. Those are the accepted command's rows and the
 // envelopes of requeues made before it was dead-lettered (fewer attempts than it); a
 // requeue of a duplicate dead letter of the same message, as recent as this one or more,
-// stays on its way. A message without a user is found by its uuid.
+// stays on its way. A message is found by its event id or its uuid.
 func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
 		var user, event sql.NullString
@@ -124,14 +124,15 @@ func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) er
 		if err != nil {
 			return err
 		}
+		ids := []string{uuid} // a command's message uuid is its event id; another message's row has its uuid
 		if event.Valid {
-			uuid = event.String // a command's message uuid is its event id
+			ids = append(ids, event.String)
 		}
 		for shard := range a.shards {
 			o := a.schema.Messages.MessagesTable(a.schema.Topic(shard))
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+o+` o
-				WHERE `+rowUser("o")+` IS NOT DISTINCT FROM $1 AND `+rowEvent("o")+` = $2 AND `+rowAttempts("o")+` < $3`,
-				user, uuid, attempts); err != nil {
+				WHERE `+rowUser("o")+` IS NOT DISTINCT FROM $1 AND `+rowEvent("o")+` = ANY($2) AND `+rowAttempts("o")+` < $3`,
+				user, ids, attempts); err != nil {
 				return err
 			}
 		}

@@ -35,14 +35,13 @@ func rowEvent(alias string) string {
 }
 
 // rowDone is true when the event of outbox row alias was applied or dead-lettered. A
-// message without a user or an event id (a malformed one another producer put on the
-// topic, requeued: a forwarder envelope without them) is told by its message uuid, which
-// its dead letter keeps.
+// dead letter is found by its event id or its message uuid (a command's are the same; a
+// malformed message another producer put on the topic, requeued, has only the uuid,
+// and may have no user either).
 func rowDone(alias string) string {
 	u, e := rowUser(alias), rowEvent(alias)
 	return `(EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + u + ` AND h.event_id = ` + e + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id IS NULL AND l.uuid = ` + e + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND (l.event_id = ` + e + ` OR l.uuid = ` + e + `))
 		OR EXISTS (SELECT 1 FROM dead_letters l WHERE ` + u + ` IS NULL AND l.user_id IS NULL AND l.uuid = ` + e + `))`
 }
 
