@@ -201,13 +201,9 @@ func (b *Boards) inRedis(ctx context.Context, k keys, users []string) ([]string,
 	if len(users) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(users))
-	for i, u := range users {
-		args[i] = u
-	}
-	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
+	res, err := b.records(ctx, k, users)
 	if err != nil {
-		return nil, redisErr("consistency: read", err)
+		return nil, err
 	}
 	var out []string
 	for i, u := range users {
@@ -241,6 +237,22 @@ func (b *Boards) recheck(ctx context.Context, src *Ranks, k keys, board, period 
 	return nil
 }
 
+// records reads the users' entry records and sort keys from Redis, two fields a user.
+func (b *Boards) records(ctx context.Context, k keys, users []string) ([]any, error) {
+	args := make([]any, len(users))
+	for i, u := range users {
+		args[i] = u
+	}
+	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
+	if err != nil {
+		return nil, redisErr("consistency: read", err)
+	}
+	if len(res) != 2*len(users) {
+		return nil, fmt.Errorf("consistency: %d fields for %d users", len(res), len(users))
+	}
+	return res, nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -259,16 +271,9 @@ func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *
 	for i, s := range states {
 		users[i] = s.UserID
 	}
-	args := make([]any, len(users))
-	for i, u := range users {
-		args[i] = u
-	}
-	res, err := recordsScript.Run(ctx, b.rdb, []string{k.z, k.u}, args...).Slice()
+	res, err := b.records(ctx, k, users)
 	if err != nil {
-		return nil, redisErr("consistency: read", err)
-	}
-	if len(res) != 2*len(users) {
-		return nil, fmt.Errorf("consistency: %d fields for %d users", len(res), len(users))
+		return nil, err
 	}
 	var differ []string
 	for i, s := range states {
