@@ -279,7 +279,7 @@ func (s *server) handleAdjust() http.HandlerFunc {
 
 // handleRemove answers DELETE /admin/boards/{board_id}/entries/{user_id}?period=&reason=:
 // the entry is removed through the pipeline, in the history. 404 when there is none.
-// Audited.
+// Audited, with the reason when one is given (API.md names none).
 func (s *server) handleRemove() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		b, userID, ok := s.moderatedEntry(w, r)
@@ -287,9 +287,11 @@ func (s *server) handleRemove() http.HandlerFunc {
 			return
 		}
 		q := r.URL.Query()
-		if e := reasonOf(q.Get("reason")); e != nil {
-			writeError(w, r, e.status, e.code, e.message, "")
-			return
+		if q.Has("reason") {
+			if e := reasonOf(q.Get("reason")); e != nil {
+				writeError(w, r, e.status, e.code, e.message, "")
+				return
+			}
 		}
 		period, ok := s.period(w, r, b)
 		if !ok {

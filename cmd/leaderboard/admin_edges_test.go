@@ -10,7 +10,8 @@ import (
 
 // TestRemoveBannedEntry: an admin bans a cheater, then removes the cheated entry before an
 // unban (which restores the others with their scores): the removal is taken, and after
-// the unban the entry is gone. (The existence check read through the ban filter: 404.)
+// the unban the entry is gone. (The existence check read through the ban filter: 404.) A
+// removal needs no reason.
 func TestRemoveBannedEntry(t *testing.T) {
 	t.Parallel()
 	env, vars := trustEnv(t)
@@ -37,6 +38,16 @@ func TestRemoveBannedEntry(t *testing.T) {
 	}
 	if r := svc.do(t, http.MethodDelete, "/admin/boards/global/entries/nobody?reason=x", admin, ""); r.status != 404 {
 		t.Errorf("removing an entry nobody has: %d %s", r.status, r.raw)
+	}
+	// API.md's removal names no reason: one without is taken too (it was 400 invalid_reason).
+	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 5, "user_id": "plain"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodDelete, "/admin/boards/global/entries/plain?wait=true", admin, ""); r.status != 200 {
+		t.Errorf("a removal without a reason: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/plain", admin, ""); r.status != 404 {
+		t.Errorf("the entry removed without a reason: %d %s", r.status, r.raw)
 	}
 }
 
