@@ -210,6 +210,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	out.Changed = map[string][]string{}
 	b = &pgx.Batch{}
 	var removed []EntryState
+	var unnamed []string // users of entries created now by commands that named nobody
 	if len(newEvents) > 0 {
 		states, err := fold(current, newEvents)
 		if err != nil {
@@ -227,6 +228,8 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			out.Changed[states[i].Board+":"+states[i].Period] = append(out.Changed[states[i].Board+":"+states[i].Period], states[i].UserID)
 			if states[i].Removed {
 				removed = append(removed, states[i])
+			} else if _, ok := current[k]; !ok && out.NickNames[states[i].UserID] == "" && !slices.Contains(unnamed, states[i].UserID) {
+				unnamed = append(unnamed, states[i].UserID)
 			}
 		}
 		queueWriteEntries(b, states, current)
@@ -247,10 +250,17 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			againUsers, againEvents = append(againUsers, e.UserID), append(againEvents, e.EventID)
 		}
 	}
+	// A new entry made by a command that names nobody (a game server's write) shows the
+	// name the user has, in Redis as in PostgreSQL's reads.
+	lookup := again
+	for _, u := range unnamed {
+		if !slices.Contains(lookup, u) {
+			lookup = append(lookup, u)
+		}
+	}
 	known := map[string]string{}
-	var againEntries *[]EntryState
-	if len(again) > 0 {
-		b.Queue(`SELECT user_id, nick_name FROM users WHERE user_id = ANY($1) AND nick_name IS NOT NULL`, again).Query(func(rows pgx.Rows) error {
+	if len(lookup) > 0 {
+		b.Queue(`SELECT user_id, nick_name FROM users WHERE user_id = ANY($1) AND nick_name IS NOT NULL`, lookup).Query(func(rows pgx.Rows) error {
 			var u, n string
 			_, err := pgx.ForEachRow(rows, []any{&u, &n}, func() error {
 				known[u] = n
@@ -258,6 +268,9 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 			})
 			return err
 		})
+	}
+	var againEntries *[]EntryState
+	if len(again) > 0 {
 		againEntries = queueEntries(b, `SELECT `+entryColumns+` FROM board_entries e
 			JOIN (SELECT k.u, min(h.applied_at) AS at FROM unnest($1::text[], $2::text[]) AS k(u, ev)
 			      JOIN score_history h ON h.user_id = k.u AND h.event_id = k.ev GROUP BY k.u) a ON e.user_id = a.u

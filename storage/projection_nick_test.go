@@ -132,3 +132,27 @@ func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestProjectionNewEntryOfANamelessCommandHasTheUsersName: alice is named "Alice" on
+// global; a game server's command (its token names the server, so the command names
+// nobody) gives her a first entry on points. The batch hands the mirror her name, which
+// PostgreSQL's reads and a rebuild show (found by a review: Redis showed the new entry
+// without a name). A later nameless command on an entry she has names nobody.
+func TestProjectionNewEntryOfANamelessCommandHasTheUsersName(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	first := bestEvent("ev-1", "alice", 100, at(1))
+	first.NickName = "Alice"
+	mustApply(t, p, first)
+	if got := mustApply(t, p, incrEvent("ev-2", "alice", 5, at(2))); got.NickNames["alice"] != "Alice" {
+		t.Errorf("a nameless command's new entry: nick names %v, want alice's (Alice)", got.NickNames)
+	}
+	if got := mustApply(t, p, incrEvent("ev-3", "alice", 5, at(3))); len(got.NickNames) != 0 {
+		t.Errorf("a nameless command on an entry alice has: nick names %v, want none (her entry has its name)", got.NickNames)
+	}
+	if got := mustApply(t, p, incrEvent("ev-4", "bob", 5, at(4))); len(got.NickNames) != 0 {
+		t.Errorf("a user never named: nick names %v, want none", got.NickNames)
+	}
+}
+
