@@ -6,6 +6,12 @@ set -euo pipefail
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
+# Local development: trust auth on loopback, as the defaults in README assume. Returns 1
+# when the cluster's pg_hba.conf (in $1) has it already.
+trust_loopback() {
+  grep -q '^host all all 127.0.0.1/32 trust' "$1/pg_hba.conf" && return 1
+  as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$1/pg_hba.conf"
+}
 redis_up() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
 
 need=()
@@ -25,13 +31,24 @@ if ! pg_up; then
     as_root pg_createcluster "$version" main
   fi
   conf=/etc/postgresql/$version/main
-  # Local development: trust auth on loopback, as the defaults in README assume.
-  if ! grep -q '^host all all 127.0.0.1/32 trust' "$conf/pg_hba.conf"; then
-    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$conf/pg_hba.conf"
-  fi
+  trust_loopback "$conf" || true
   as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
   for _ in $(seq 1 50); do pg_up && break; sleep 0.2; done
   pg_up || { echo "services: PostgreSQL did not come up" >&2; exit 1; }
+fi
+
+# A PostgreSQL that a package's service manager started (systemd on Debian and Ubuntu)
+# answers with its default password rule on loopback, which the default
+# LEADERBOARD_POSTGRES_URL (user postgres, no password) cannot pass: trust loopback there too.
+pg_login() { psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
+if command -v psql >/dev/null 2>&1 && ! pg_login; then
+  conf=$(ls -d /etc/postgresql/*/main 2>/dev/null | sort -V | tail -1)
+  if [ -n "$conf" ] && trust_loopback "$conf"; then
+    echo "services: user postgres may now log in on loopback without a password ($conf/pg_hba.conf)"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$(basename "$(dirname "$conf")")" main reload
+    for _ in $(seq 1 25); do pg_login && break; sleep 0.2; done
+  fi
+  pg_login || echo "services: warning: user postgres cannot log in to 127.0.0.1:5432 without a password; set LEADERBOARD_POSTGRES_URL" >&2
 fi
 
 if ! redis_up; then
