@@ -27,7 +27,7 @@ type DeadLetterStore interface {
 type deadLetterItem struct {
 	ID         int64     `json:"id"`
 	UUID       string    `json:"uuid"`
-	EventID    string    `json:"event_id,omitempty"`
+	EventID    string    `json:"event_id"` // "" for a message that had none (API.md lists it in every item)
 	Topic      string    `json:"topic"`
 	Handler    string    `json:"handler"`
 	Reason     string    `json:"reason"`

@@ -37,5 +37,5 @@ func usage(w io.Writer) {
   consistency  compare a board in Redis with PostgreSQL (-board global -full -sample 1000);
                exits 1 when they differ
   broker       run the in-process Kafka-protocol broker alone, for development and tests
-               (-addr 127.0.0.1:9092 -data-dir .data/kafka); production uses Apache Kafka`)
+               (-addr 127.0.0.1:9092 -data-dir .data/kafka-broker); production uses Apache Kafka`)
 }
