@@ -90,13 +90,34 @@ func outboxRowsOf(t *testing.T, f *outboxFixture, uuid string) int {
 	return n
 }
 
+// passEnvelope moves the relay of the shard of key past the envelope of message uuid (it
+// was forwarded), as a relay does, and returns the shard.
+func passEnvelope(t *testing.T, f *outboxFixture, key, uuid string) int {
+	t.Helper()
+	ctx := testContext(t)
+	shard := storage.ShardOf(key, testShards)
+	var tx string
+	var off int64
+	if err := f.pool.QueryRow(ctx, `SELECT transaction_id::text, "offset" FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`, uuid).Scan(&tx, &off); err != nil {
+		t.Fatalf("requeued row: %v", err)
+	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO `+offsetsTable(shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
+		VALUES ($1, $2, $3::text::xid8)
+		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
+		storage.RelayConsumerGroup, off, tx); err != nil {
+		t.Fatal(err)
+	}
+	return shard
+}
+
 // TestRequeuedKeylessDeadLetterIsPrunedAndDeletable: a malformed message on the score
-// topic without event_id and partition_key headers (any producer but the relay may send
-// one, TestDeadLetterAdmin's case) is dead-lettered with no user and no event id. Once
-// requeued and dead-lettered again, its outbox row (a forwarder envelope) is found by its
-// message uuid: the prune deletes it, a DELETE /admin/dlq/{id} deletes it, and a relay
-// start does not take it for a command a broker lost (matched by user and event id only,
-// it was forwarded again at every relay start, and the dropped dead letter came back).
+// topic without event_id and partition_key headers, or with empty ones (any producer but
+// the relay may send one, TestDeadLetterAdmin's case), is dead-lettered with no user and
+// no event id. Once requeued and dead-lettered again, its outbox row (a forwarder
+// envelope) is found by its message uuid: the prune deletes it, a DELETE /admin/dlq/{id}
+// deletes it, and a relay start does not take it for a command a broker lost (matched by
+// user and event id only, it was forwarded again at every relay start, and the dropped
+// dead letter came back; with an empty header the envelope's user was ”, not none).
 func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 	t.Parallel()
 	f := newOutboxFixture(t)
@@ -113,59 +134,48 @@ func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 		}
 		return id
 	}
-	// requeuedAndPoisonedAgain requeues the message's dead letter, moves the relay past
-	// its envelope and dead-letters it again; it returns the new dead letter's id.
-	requeuedAndPoisonedAgain := func(uuid string) int64 {
-		t.Helper()
-		if err := dl.Publish("poison", poisonedWith(uuid, payload, nil)); err != nil {
+	for _, c := range []struct {
+		uuid  string
+		meta  map[string]string
+		prune bool // the prune deletes its row; else the admin drops it
+	}{
+		{"raw-kafka-msg-1", map[string]string{}, true},
+		{"raw-kafka-msg-2", map[string]string{}, false},
+		{"empty-key-msg-1", map[string]string{"partition_key": "", "event_id": ""}, true},
+		{"empty-key-msg-2", map[string]string{"partition_key": "", "event_id": ""}, false},
+	} {
+		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil {
 			t.Fatal(err)
 		}
-		if err := admin.Requeue(ctx, idOf(uuid), "ops"); err != nil {
+		if err := admin.Requeue(ctx, idOf(c.uuid), "ops"); err != nil {
 			t.Fatal(err)
 		}
-		shard := storage.ShardOf(uuid, testShards)
-		var tx string
-		var off int64
-		if err := f.pool.QueryRow(ctx, `SELECT transaction_id::text, "offset" FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`, uuid).Scan(&tx, &off); err != nil {
-			t.Fatalf("requeued row: %v", err)
-		}
-		if _, err := f.pool.Exec(ctx, `INSERT INTO `+offsetsTable(shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
-			VALUES ($1, $2, $3::text::xid8)
-			ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
-			storage.RelayConsumerGroup, off, tx); err != nil {
+		shard := passEnvelope(t, f, c.uuid, c.uuid)
+		c.meta[storage.MetaAttempts] = "1"
+		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil { // dead-lettered again
 			t.Fatal(err)
 		}
-		if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: "1"})); err != nil {
-			t.Fatal(err)
-		}
-		return idOf(uuid)
-	}
-	for _, uuid := range []string{"raw-kafka-msg-1", "raw-kafka-msg-2"} {
-		if n, err := maint.Rewind(ctx, storage.ShardOf(uuid, testShards)); err != nil || n != 0 {
-			t.Fatalf("before: Rewind = %d, %v", n, err)
-		}
-		again := requeuedAndPoisonedAgain(uuid)
-		shard := storage.ShardOf(uuid, testShards)
+		again := idOf(c.uuid)
 		if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
-			t.Errorf("%s: a relay start rewinds %d rows (%v), want 0: the dead-lettered message would be forwarded again", uuid, n, err)
+			t.Errorf("%s: a relay start rewinds %d rows (%v), want 0: the dead-lettered message would be forwarded again", c.uuid, n, err)
 		}
-		if uuid == "raw-kafka-msg-1" { // forwarded and dead-lettered: the prune deletes its row
+		if c.prune {
 			if _, err := maint.Prune(ctx, shard, 5000); err != nil {
 				t.Fatal(err)
 			}
-			if n := outboxRowsOf(t, f, uuid); n != 0 {
-				t.Errorf("after the prune: %d outbox rows of the forwarded, dead-lettered message, want 0", n)
+			if n := outboxRowsOf(t, f, c.uuid); n != 0 {
+				t.Errorf("%s: after the prune: %d outbox rows of the forwarded, dead-lettered message, want 0", c.uuid, n)
 			}
 			continue
 		}
-		if err := admin.Delete(ctx, again, "ops"); err != nil { // the admin drops it: nothing of it stays
+		if err := admin.Delete(ctx, again, "ops"); err != nil {
 			t.Fatal(err)
 		}
-		if n := outboxRowsOf(t, f, uuid); n != 0 {
-			t.Errorf("after DELETE /admin/dlq/%d: %d outbox rows of the dropped message remain", again, n)
+		if n := outboxRowsOf(t, f, c.uuid); n != 0 {
+			t.Errorf("%s: after DELETE /admin/dlq/%d: %d outbox rows of the dropped message remain", c.uuid, again, n)
 		}
 		if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
-			t.Errorf("relay start after the delete: Rewind = %d, %v; want 0", n, err)
+			t.Errorf("%s: relay start after the delete: Rewind = %d, %v; want 0", c.uuid, n, err)
 		}
 	}
 }
@@ -218,5 +228,45 @@ func TestDeleteOfADuplicateDeadLetterKeepsTheRequeuedCommand(t *testing.T) {
 	}
 	if n := outboxRowsOf(t, f, event); n != 1 {
 		t.Errorf("deleting the duplicate dead letter %d dropped the command dead letter %d was requeued as: %d outbox rows, want 1", ids[1], ids[0], n)
+	}
+}
+
+// TestRequeueOfADuplicateDeadLetterIsNotTakenForDone: one command dead-lettered twice
+// (at-least-once delivery). The admin requeues one of the two; the other, as old, says
+// nothing of the requeue's fate: the relay's rewind after a broker lost the forwarded
+// envelope forwards it again (the duplicate matched its user and event id, and the
+// requeued command was lost for good; found by a review).
+func TestRequeueOfADuplicateDeadLetterIsNotTakenForDone(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+
+	const user, event = "u-dup2", "ev-dup2"
+	body := []byte(fmt.Sprintf(`{"event_id":%q,"board":"global","period":"all_time","user_id":%q,"value":5,"occurred_at":"2026-01-01T00:00:00Z"}`, event, user))
+	meta := map[string]string{"event_id": event, "partition_key": user}
+	for range 2 {
+		if err := dl.Publish("poison", poisonedWith(event, body, meta)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first int64
+	if err := f.pool.QueryRow(ctx, `SELECT min(id) FROM dead_letters`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Requeue(ctx, first, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	// The relay forwards the envelope; the broker dies with it (never applied, never
+	// dead-lettered again). The relay starts again.
+	shard := passEnvelope(t, f, user, event)
+	n, err := maint.Rewind(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("relay start after the broker lost the requeued command: Rewind = %d rows, want 1 (the envelope counts as done because of the other duplicate dead letter)", n)
 	}
 }

@@ -26,23 +26,26 @@ const RelayConsumerGroup = "leaderboard-relay"
 // itself, or of the message inside a forwarder envelope (requeued dead letters, and rows
 // written before the relay read plain messages), told by its destination_topic. A plain
 // row's payload is a command, whose metadata is the player's own JSON: never read there.
+// An empty one is none (NULL), as the dead letters store it.
 func rowUser(alias string) string {
-	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->'metadata'->>'partition_key' ELSE ` + alias + `.metadata->>'partition_key' END`
+	return `NULLIF(CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->'metadata'->>'partition_key' ELSE ` + alias + `.metadata->>'partition_key' END, '')`
 }
 
 func rowEvent(alias string) string {
 	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->>'uuid' ELSE ` + alias + `.uuid END`
 }
 
-// rowDone is true when the event of outbox row alias was applied or dead-lettered. A
-// dead letter is found by its event id or its message uuid (a command's are the same; a
-// malformed message another producer put on the topic, requeued, has only the uuid,
-// and may have no user either).
+// rowDone is true when the event of outbox row alias was applied, or dead-lettered since
+// it was put there: by a dead letter with more attempts than the row carries (a duplicate
+// dead letter of a requeued command, as old as the one requeued, says nothing of the
+// requeue). A dead letter is found by its event id or its message uuid (a command's are
+// the same; a malformed message another producer put on the topic, requeued, has only
+// the uuid, and may have no user), each through an index.
 func rowDone(alias string) string {
-	u, e := rowUser(alias), rowEvent(alias)
+	u, e, n := rowUser(alias), rowEvent(alias), rowAttempts(alias)
 	return `(EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + u + ` AND h.event_id = ` + e + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND (l.event_id = ` + e + ` OR l.uuid = ` + e + `))
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE ` + u + ` IS NULL AND l.user_id IS NULL AND l.uuid = ` + e + `))`
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + ` AND l.attempts > ` + n + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.uuid = ` + e + ` AND l.user_id IS NOT DISTINCT FROM ` + u + ` AND l.attempts > ` + n + `))`
 }
 
 // rowAttempts is how many times the message of outbox row alias was dead-lettered before

@@ -291,6 +291,55 @@ func TestPruneScansOnlyTheOldestRowsInItsGenericPlan(t *testing.T) {
 	}
 }
 
+// TestPruneFindsDeadLettersByIndexInItsGenericPlan: the prune finds a row's dead letters
+// through an index however many there are, for a message without a user or an event id
+// (another producer's, requeued) too, which its uuid names. Without the index on the
+// dead letters' uuid, each such row scanned every dead letter without a user: a flood of
+// 10,000, requeued and dead-lettered again, made a prune of 2,000 rows take ten seconds,
+// every 5 s. The prune still deletes them all.
+func TestPruneFindsDeadLettersByIndexInItsGenericPlan(t *testing.T) {
+	f := planFixture(t)
+	ctx := testContext(t)
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	if _, err := f.pool.Exec(ctx, `INSERT INTO dead_letters (uuid, payload, metadata, reason, topic, handler, subscriber)
+		SELECT 'foreign-' || g, '\xff00', '{}', 'decode ScoreSubmitted: invalid character', 'leaderboard.score-events', 'apply-score', 'kafka'
+		FROM generate_series(1, 10000) g`); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := admin.RequeueMatching(ctx, storage.DeadLetterFilter{Topic: "leaderboard.score-events", Limit: 2000}, "ops")
+	if err != nil || len(ids) != 2000 {
+		t.Fatalf("requeue: %d, %v", len(ids), err)
+	}
+	// The relay forwards them; each fails again and is dead-lettered once more.
+	requeued := map[int]int64{}
+	for shard := range testShards {
+		if _, err := f.pool.Exec(ctx, `INSERT INTO `+offsetsTable(shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
+			SELECT $1, max("offset"), max(transaction_id::text)::xid8 FROM `+outboxTable(shard)+`
+			ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
+			storage.RelayConsumerGroup); err != nil {
+			t.Fatal(err)
+		}
+		tag, err := f.pool.Exec(ctx, `INSERT INTO dead_letters (uuid, payload, metadata, reason, topic, handler, subscriber, attempts)
+			SELECT payload->>'uuid', '\xff00', '{}', 'decode ScoreSubmitted: invalid character', 'leaderboard.score-events', 'apply-score', 'kafka', 2
+			FROM `+outboxTable(shard)+` WHERE payload->>'destination_topic' IS NOT NULL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requeued[shard] = tag.RowsAffected()
+	}
+	text := explainGeneric(t, f, storage.PruneSQL, "(text, int)", "('"+storage.RelayConsumerGroup+"', 5000)")
+	if strings.Contains(text, "Seq Scan on dead_letters") || !strings.Contains(text, "dead_letters_uuid") {
+		t.Fatalf("the generic plan of the prune does not find dead letters by index:\n%s", text)
+	}
+	// Shard 0's oldest rows are the fixture's, on their way: its prune stops at them.
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	for shard := 1; shard < testShards; shard++ {
+		if n, err := maint.Prune(ctx, shard, 5000); err != nil || n != requeued[shard] || n == 0 {
+			t.Errorf("the prune of shard %d: %d rows (%v), want the %d requeued and dead-lettered again", shard, n, err, requeued[shard])
+		}
+	}
+}
+
 // TestDeleteForwardedFindsRowsByKeyInItsGenericPlan: the projector's delete of the rows it
 // applied looks each one up by the primary key and deletes it by a TID scan; it scans no
 // table whole, however many rows the table holds.
@@ -315,6 +364,12 @@ func genericPlan(t *testing.T, statement func(msgs, offs string) string, limit s
 // with the given arguments.
 func genericPlanOf(t *testing.T, statement func(msgs, offs string) string, types, args string) string {
 	t.Helper()
+	return explainGeneric(t, planFixture(t), statement, types, args)
+}
+
+// planFixture is an outbox whose shard 0 holds 400 commands and 20,000 filler rows.
+func planFixture(t *testing.T) *outboxFixture {
+	t.Helper()
 	f := newOutboxFixture(t)
 	ctx := testContext(t)
 	users := usersOfShard(t, 0, 50)
@@ -327,9 +382,17 @@ func genericPlanOf(t *testing.T, statement func(msgs, offs string) string, types
 		SELECT 'filler-' || g, '{}', '{}', pg_current_xact_id() FROM generate_series(1, 20000) g`); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// explainGeneric prepares statement on shard 0 of f's outbox and returns EXPLAIN of its
+// generic plan run with args, the tables analyzed first.
+func explainGeneric(t *testing.T, f *outboxFixture, statement func(msgs, offs string) string, types, args string) string {
+	t.Helper()
+	ctx := testContext(t)
 	schema := storage.NewOutboxSchema()
 	topic := schema.Topic(0)
-	if _, err := f.pool.Exec(ctx, `ANALYZE `+outboxTable(0)); err != nil {
+	if _, err := f.pool.Exec(ctx, `ANALYZE `+outboxTable(0)+`, dead_letters`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := f.pool.Acquire(ctx)

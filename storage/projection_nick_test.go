@@ -155,4 +155,3 @@ func TestProjectionNewEntryOfANamelessCommandHasTheUsersName(t *testing.T) {
 		t.Errorf("a user never named: nick names %v, want none", got.NickNames)
 	}
 }
-

@@ -220,4 +220,3 @@ func (b *Boards) bucketKeys(ctx context.Context, u string) ([]string, bool, erro
 	}
 	return keys, cmd.Err() == nil, nil
 }
-
