@@ -35,13 +35,13 @@ func (s *server) handleListBoards() http.HandlerFunc {
 			if b.Operator == "incr" {
 				v.MaxDelta = b.MaxDelta
 			}
-			cur, err := s.Periods.CurrentAt(r.Context(), b, now)
+			cur, prev, ok, err := s.Periods.CurrentAndPrevious(r.Context(), b, now)
 			if err != nil {
 				s.readFailed(w, r, err)
 				return
 			}
 			v.CurrentPeriod = cur
-			if prev, ok, err := s.Periods.PreviousAt(r.Context(), b, now); err == nil && ok {
+			if ok {
 				v.PreviousPeriod = prev
 			}
 			if at, ok := s.Periods.NextResetAt(b, now); ok {

@@ -117,25 +117,31 @@ func (p *Periods) CurrentAt(ctx context.Context, b configs.Board, at time.Time) 
 
 // Previous is the period before the current one (false when there is none).
 func (p *Periods) Previous(ctx context.Context, b configs.Board) (string, bool, error) {
-	return p.PreviousAt(ctx, b, p.now())
+	_, prev, ok, err := p.CurrentAndPrevious(ctx, b, p.now())
+	return prev, ok, err
 }
 
-// PreviousAt is the period before the one an event accepted at counts for (false when
-// there is none; the seasons as they are now).
-func (p *Periods) PreviousAt(ctx context.Context, b configs.Board, at time.Time) (string, bool, error) {
+// CurrentAndPrevious are the period an event accepted at counts for and the one before it
+// (ok false when there is none), from one reading of the seasons: an answer naming both
+// never has them equal because a season started between two readings.
+func (p *Periods) CurrentAndPrevious(ctx context.Context, b configs.Board, at time.Time) (cur, prev string, ok bool, err error) {
 	switch b.Period {
 	case configs.PeriodDaily, configs.PeriodWeekly:
-		cur, _ := p.CurrentAt(ctx, b, at)
-		prev, ok := b.ShiftPeriod(cur, -1)
-		return prev, ok, nil
+		cur = b.PeriodAt(at, p.cfg.Timezone, "")
+		prev, ok = b.ShiftPeriod(cur, -1)
+		return cur, prev, ok, nil
 	case configs.PeriodSeason:
 		seasons, err := p.seasonsOf(ctx, b.ID)
-		if err != nil || len(seasons) < 2 {
-			return "", false, err
+		if err != nil {
+			return "", "", false, err
 		}
-		return seasons[len(seasons)-2], true, nil
+		cur = seasons[len(seasons)-1]
+		if len(seasons) < 2 {
+			return cur, "", false, nil
+		}
+		return cur, seasons[len(seasons)-2], true, nil
 	}
-	return "", false, nil
+	return b.PeriodAt(at, p.cfg.Timezone, ""), "", false, nil
 }
 
 // Now reads the clock the periods follow: a caller that names several periods of one

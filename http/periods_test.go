@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -147,5 +148,69 @@ func TestListBoardsReadsTheClockOnce(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d listings answered a board whose current, previous and next reset disagree", bad)
+	}
+}
+
+// startingSeasons is the season store of a deployment where an admin starts a season on
+// another API process: each listing finds one season more than the one before.
+type startingSeasons struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *startingSeasons) All(context.Context) ([]storage.Season, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	var out []storage.Season
+	for i := 1; i <= s.calls; i++ {
+		out = append(out, storage.Season{Board: "season", Name: fmt.Sprintf("s%d", i+1)})
+	}
+	return out, nil
+}
+
+func (s *startingSeasons) Start(context.Context, string, string, string, string) (storage.Season, error) {
+	return storage.Season{}, nil
+}
+
+// TestListBoardsSeasonPeriodsComeFromOneListing: a season board's current and previous
+// periods in one GET /v1/boards answer come from one listing of the seasons. Read from
+// two, when the process's view of the seasons (kept seasonsMaxAge, 1 s) expired between
+// them and an admin started a season on another process meanwhile, the answer said
+// previous_period == current_period (found by a review). Here the view is stale at each
+// reading (the clock moves 2 s a reading) and each listing finds one season more.
+func TestListBoardsSeasonPeriodsComeFromOneListing(t *testing.T) {
+	cfg, err := configs.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		at = at.Add(2 * time.Second)
+		return at
+	}
+	s := &server{Deps: Deps{Config: cfg, Periods: NewPeriods(cfg, &startingSeasons{}, now)}}
+	rec := httptest.NewRecorder()
+	s.handleListBoards()(rec, httptest.NewRequest(http.MethodGet, "/v1/boards", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /v1/boards: %d %s", rec.Code, rec.Body)
+	}
+	var resp struct {
+		Boards []struct {
+			ID             string `json:"id"`
+			CurrentPeriod  string `json:"current_period"`
+			PreviousPeriod string `json:"previous_period"`
+		} `json:"boards"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range resp.Boards {
+		if b.ID == "season" && b.PreviousPeriod == b.CurrentPeriod {
+			t.Errorf("board season: current_period %q and previous_period %q in one answer (two listings of the seasons)", b.CurrentPeriod, b.PreviousPeriod)
+		}
 	}
 }
