@@ -41,6 +41,14 @@ type HubConfig struct {
 	// NextReset tells when a board period ends, when it is the board's current period and
 	// rolls over by the clock; snapshots carry it (next_reset_at).
 	NextReset func(board, period string) (time.Time, bool)
+	// Tops reads a top from Redis alone, for the refresh of the followed tops (RefreshAll):
+	// storage.ErrNotLoaded when Redis does not hold the period (nil: the hub's board reader).
+	Tops TopReader
+}
+
+// TopReader reads a board period's top.
+type TopReader interface {
+	Top(ctx context.Context, board, period string, limit int) (storage.Top, error)
 }
 
 func (c *HubConfig) setDefaults() {
@@ -436,16 +444,24 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 // the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
 // streams so.
 func (h *Hub) Refresh(ctx context.Context, board, period string) error {
-	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
+	tops := h.cfg.Tops
+	if tops == nil {
+		tops = h.boards
+	}
+	top, err := tops.Top(ctx, board, period, h.cfg.TopSize)
 	if err != nil {
 		return err
 	}
-	h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	if top.Version > 0 { // a top read from PostgreSQL has none: nothing to compare
+		h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	}
 	return nil
 }
 
 // RefreshAll refreshes every board period a stream follows (another process's rebuild,
-// a notification lost on the way), and returns the first error.
+// a notification lost on the way), but those Redis does not hold (a period read from
+// PostgreSQL, one that expired). It stops at the first other error: while Redis is down,
+// every read would wait out its timeout.
 func (h *Hub) RefreshAll(ctx context.Context) error {
 	type boardPeriod struct{ board, period string }
 	h.mu.Lock()
@@ -459,13 +475,12 @@ func (h *Hub) RefreshAll(ctx context.Context) error {
 		}
 	}
 	h.mu.Unlock()
-	var first error
 	for _, f := range followed {
-		if err := h.Refresh(ctx, f.board, f.period); err != nil && first == nil {
-			first = err
+		if err := h.Refresh(ctx, f.board, f.period); err != nil && !errors.Is(err, storage.ErrNotLoaded) {
+			return err
 		}
 	}
-	return first
+	return nil
 }
 
 // RefreshTops refreshes the followed tops every interval until ctx ends.

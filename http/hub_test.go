@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,5 +550,41 @@ func TestHubRefreshAllPublishesATopSwappedInWithoutNotification(t *testing.T) {
 	clk.advance(time.Second)
 	if frames, _ := sub.Frames(); len(frames) != 0 {
 		t.Errorf("a refresh without a newer top sent %+v", frames)
+	}
+}
+
+// failingTops is a TopReader that answers err and counts its reads.
+type failingTops struct {
+	err   error
+	reads atomic.Int64
+}
+
+func (f *failingTops) Top(context.Context, string, string, int) (storage.Top, error) {
+	f.reads.Add(1)
+	return storage.Top{}, f.err
+}
+
+// TestHubRefreshAllStopsWhileRedisIsDown: the refresh reads Redis alone. While Redis is
+// down a round stops at its first read (each would wait out the timeout, and reading
+// PostgreSQL instead brings no version to compare); a period Redis does not hold is
+// skipped and the round goes on.
+func TestHubRefreshAllStopsWhileRedisIsDown(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		reads int64
+	}{{storage.ErrUnavailable, 1}, {storage.ErrNotLoaded, 3}} {
+		tops := &failingTops{err: c.err}
+		h := NewHub(HubConfig{Tops: tops}, &redisTop{}, nil)
+		for _, period := range []string{"2026-11-01", "2026-11-02", "2026-11-03"} {
+			sub, err := h.Subscribe(context.Background(), "x", "daily", period, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close(false)
+		}
+		err := h.RefreshAll(context.Background())
+		if got := tops.reads.Load(); got != c.reads || (c.err == storage.ErrUnavailable) != (err != nil) {
+			t.Errorf("%v: %d reads, RefreshAll = %v; want %d reads", c.err, got, err, c.reads)
+		}
 	}
 }

@@ -37,7 +37,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks}).
 		WithClosedPeriods(ranks.Closed())
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
-		NextReset: periods.NextResetOf}, reads, d.reg)
+		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe)}, reads, d.reg)
 	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
 		handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
 		handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
