@@ -15,6 +15,10 @@ import (
 // MetaAttempts counts how often a message was poisoned (a requeued one that fails again).
 const MetaAttempts = "poison_attempts"
 
+// maxAttempts bounds a dead letter's attempts, as the outbox's upkeep reads them back
+// (rowAttempts: at most nine digits).
+const maxAttempts = 999_999_999
+
 // DeadLetters is a watermill Publisher that stores poisoned messages in the
 // dead_letters table. The payload is kept as bytes, so malformed messages fit.
 type DeadLetters struct {
@@ -35,8 +39,10 @@ func (d *DeadLetters) Publish(_ string, msgs ...*message.Message) error {
 		if err != nil {
 			return fmt.Errorf("dead letter metadata: %w", err)
 		}
-		// A requeued message carries the attempts of its earlier poisonings.
+		// A requeued message carries the attempts of its earlier poisonings (another
+		// producer's header may say anything: read as 0 to 999,999,998).
 		attempts, _ := strconv.Atoi(m.Metadata.Get(MetaAttempts))
+		attempts = min(max(attempts, 0), maxAttempts-1)
 		var eventID, userID *string
 		if id := cleanText(m.Metadata.Get("event_id")); id != "" {
 			eventID = &id

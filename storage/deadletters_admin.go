@@ -124,8 +124,11 @@ func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) er
 		if err != nil {
 			return err
 		}
-		ids := []string{uuid} // a command's message uuid is its event id; another message's row has its uuid
-		if event.Valid {
+		var ids []string // a command's message uuid is its event id; another message's row has its uuid
+		if uuid != "" {  // none: nothing tells its rows from other such messages' (a requeue gives one)
+			ids = append(ids, uuid)
+		}
+		if event.Valid && event.String != "" {
 			ids = append(ids, event.String)
 		}
 		for shard := range a.shards {
@@ -206,7 +209,11 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 	}
 	ids := make([]int64, len(letters))
 	for i, l := range letters {
-		msg := message.NewMessage(l.UUID, l.Payload)
+		uuid := l.UUID
+		if uuid == "" { // another producer's message without one: its requeue must be told apart
+			uuid = watermill.NewUUID()
+		}
+		msg := message.NewMessage(uuid, l.Payload)
 		for k, v := range l.Metadata {
 			if !poisonKeys[k] {
 				msg.Metadata.Set(k, v)
@@ -215,7 +222,7 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 		msg.Metadata.Set(MetaAttempts, strconv.Itoa(l.Attempts))
 		key := msg.Metadata.Get(metaPartitionKey)
 		if key == "" {
-			key = l.UUID
+			key = uuid
 		}
 		shard := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: a.schema.Topic(ShardOf(key, a.shards))})
 		if err := shard.Publish(l.Topic, msg); err != nil {

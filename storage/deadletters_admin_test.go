@@ -111,9 +111,9 @@ func passEnvelope(t *testing.T, f *outboxFixture, key, uuid string) int {
 }
 
 // TestRequeuedKeylessDeadLetterIsPrunedAndDeletable: a malformed message on the score
-// topic without event_id and partition_key headers, or with empty ones (any producer but
-// the relay may send one, TestDeadLetterAdmin's case), is dead-lettered with no user and
-// no event id. Once requeued and dead-lettered again, its outbox row (a forwarder
+// topic without event_id and partition_key headers, or with empty ones, or with a
+// poison_attempts header that is no count (any producer but the relay may send one,
+// TestDeadLetterAdmin's case), is dead-lettered with no user and no event id. Once requeued and dead-lettered again, its outbox row (a forwarder
 // envelope) is found by its message uuid: the prune deletes it, a DELETE /admin/dlq/{id}
 // deletes it, and a relay start does not take it for a command a broker lost (matched by
 // user and event id only, it was forwarded again at every relay start, and the dropped
@@ -143,6 +143,8 @@ func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 		{"raw-kafka-msg-2", map[string]string{}, false},
 		{"empty-key-msg-1", map[string]string{"partition_key": "", "event_id": ""}, true},
 		{"empty-key-msg-2", map[string]string{"partition_key": "", "event_id": ""}, false},
+		{"neg-attempts-1", map[string]string{storage.MetaAttempts: "-2"}, true}, // a header that says anything
+		{"neg-attempts-2", map[string]string{storage.MetaAttempts: "-2"}, false},
 	} {
 		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil {
 			t.Fatal(err)
@@ -151,8 +153,14 @@ func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 			t.Fatal(err)
 		}
 		shard := passEnvelope(t, f, c.uuid, c.uuid)
-		c.meta[storage.MetaAttempts] = "1"
-		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil { // dead-lettered again
+		// Dead-lettered again, with the metadata its envelope carried.
+		var attempts string
+		if err := f.pool.QueryRow(ctx, `SELECT payload->'metadata'->>$2 FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`,
+			c.uuid, storage.MetaAttempts).Scan(&attempts); err != nil {
+			t.Fatal(err)
+		}
+		c.meta[storage.MetaAttempts] = attempts
+		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil {
 			t.Fatal(err)
 		}
 		again := idOf(c.uuid)
@@ -268,5 +276,72 @@ func TestRequeueOfADuplicateDeadLetterIsNotTakenForDone(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("relay start after the broker lost the requeued command: Rewind = %d rows, want 1 (the envelope counts as done because of the other duplicate dead letter)", n)
+	}
+}
+
+// TestRequeuedUUIDlessForeignMessagesAreToldApart: another producer's messages without a
+// uuid (TestDeadLetterAdmin's produceRaw) are dead-lettered with an empty one. Requeued,
+// each gets a uuid of its own, so that one dead-lettered again does not stand for another
+// whose envelope is still on its way: the prune keeps that one and a delete of the first's
+// new dead letter leaves it (all matched the empty uuid: a pending requeue was taken as
+// done and dropped; found by a review).
+func TestRequeuedUUIDlessForeignMessagesAreToldApart(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+	for _, p := range []string{"A", "B"} {
+		if err := dl.Publish("poison", poisonedWith("", []byte{0xff, 0x00, p[0]}, map[string]string{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := admin.RequeueMatching(ctx, storage.DeadLetterFilter{Limit: 10}, "ops"); err != nil || len(ids) != 2 {
+		t.Fatalf("requeue: %v, %v", ids, err)
+	}
+	envelope := map[string]string{} // payload (base64) -> the uuid its requeue gave it
+	for shard := range testShards {
+		rows, err := f.pool.Query(ctx, `SELECT payload->>'payload', payload->>'uuid' FROM `+outboxTable(shard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var p, u string
+			if err := rows.Scan(&p, &u); err != nil {
+				t.Fatal(err)
+			}
+			envelope[p] = u
+		}
+		rows.Close()
+	}
+	a, b := envelope["/wBB"], envelope["/wBC"] // base64 of the payloads A and B
+	if a == "" || b == "" || a == b {
+		t.Fatalf("the requeued messages' uuids: %v, want two of their own", envelope)
+	}
+	shardA, shardB := passEnvelope(t, f, a, a), passEnvelope(t, f, b, b) // forwarded; B lost by the broker
+	if err := dl.Publish("poison", poisonedWith(a, []byte{0xff, 0x00, 'A'}, map[string]string{storage.MetaAttempts: "1"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, shard := range []int{shardA, shardB} {
+		if _, err := maint.Prune(ctx, shard, 5000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := outboxRowsOf(t, f, a); n != 0 {
+		t.Errorf("A, dead-lettered again: %d outbox rows after the prune, want 0", n)
+	}
+	if n := outboxRowsOf(t, f, b); n != 1 {
+		t.Errorf("B, on its way: %d outbox rows after the prune, want 1 (taken as done by A's dead letter)", n)
+	}
+	var againA int64
+	if err := f.pool.QueryRow(ctx, `SELECT id FROM dead_letters WHERE uuid = $1`, a).Scan(&againA); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(ctx, againA, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, b); n != 1 {
+		t.Errorf("B after A's dead letter was deleted: %d outbox rows, want 1", n)
 	}
 }

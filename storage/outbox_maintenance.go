@@ -40,12 +40,13 @@ func rowEvent(alias string) string {
 // dead letter of a requeued command, as old as the one requeued, says nothing of the
 // requeue). A dead letter is found by its event id or its message uuid (a command's are
 // the same; a malformed message another producer put on the topic, requeued, has only
-// the uuid, and may have no user), each through an index.
+// the uuid, and may have no user), each through an index; an empty one names nothing
+// (every message without one has it: a requeue gives it a uuid).
 func rowDone(alias string) string {
-	u, e, n := rowUser(alias), rowEvent(alias), rowAttempts(alias)
+	u, e, n := rowUser(alias), `NULLIF(`+rowEvent(alias)+`, '')`, rowAttempts(alias)
 	return `(EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + u + ` AND h.event_id = ` + e + `)
 		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + ` AND l.attempts > ` + n + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.uuid = ` + e + ` AND l.user_id IS NOT DISTINCT FROM ` + u + ` AND l.attempts > ` + n + `))`
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.uuid = ` + e + ` AND l.uuid <> '' AND l.user_id IS NOT DISTINCT FROM ` + u + ` AND l.attempts > ` + n + `))`
 }
 
 // rowAttempts is how many times the message of outbox row alias was dead-lettered before
