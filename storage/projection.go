@@ -251,8 +251,15 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		}
 	}
 	// A new entry made by a command that names nobody (a game server's write) shows the
-	// name the user has, in Redis as in PostgreSQL's reads.
-	lookup := again
+	// name the user has, in Redis as in PostgreSQL's reads; so do the entries of such a
+	// command delivered again (its first attempt's Redis step may be what failed, and the
+	// entry new to Redis) and those of a synced user (an unban writes them to Redis anew).
+	lookup := slices.Clone(again)
+	for i, e := range events {
+		if out.NickNames[e.UserID] == "" && (e.Op == OpSync || (!out.Fresh[i] && e.NickName == "")) {
+			unnamed = append(unnamed, e.UserID)
+		}
+	}
 	for _, u := range unnamed {
 		if !slices.Contains(lookup, u) {
 			lookup = append(lookup, u)
