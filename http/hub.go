@@ -460,8 +460,9 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 
 // RefreshAll refreshes every board period a stream follows (another process's rebuild,
 // a notification lost on the way), but those Redis does not hold (a period read from
-// PostgreSQL, one that expired). It stops at the first other error: while Redis is down,
-// every read would wait out its timeout.
+// PostgreSQL, one that expired). It stops when Redis is unavailable (every read would
+// wait out its timeout); another error (one top that cannot be read) skips that period,
+// and the first is returned.
 func (h *Hub) RefreshAll(ctx context.Context) error {
 	type boardPeriod struct{ board, period string }
 	h.mu.Lock()
@@ -475,12 +476,17 @@ func (h *Hub) RefreshAll(ctx context.Context) error {
 		}
 	}
 	h.mu.Unlock()
+	var first error
 	for _, f := range followed {
-		if err := h.Refresh(ctx, f.board, f.period); err != nil && !errors.Is(err, storage.ErrNotLoaded) {
+		switch err := h.Refresh(ctx, f.board, f.period); {
+		case err == nil || errors.Is(err, storage.ErrNotLoaded):
+		case errors.Is(err, storage.ErrUnavailable):
 			return err
+		case first == nil:
+			first = err
 		}
 	}
-	return nil
+	return first
 }
 
 // RefreshTops refreshes the followed tops every interval until ctx ends.
