@@ -39,13 +39,15 @@ fi
 
 # A PostgreSQL that a package's service manager started (systemd on Debian and Ubuntu)
 # answers with its default password rule on loopback, which the default
-# LEADERBOARD_POSTGRES_URL (user postgres, no password) cannot pass: trust loopback there too.
+# LEADERBOARD_POSTGRES_URL (user postgres, no password) cannot pass: trust loopback there
+# too, in the Debian cluster that serves port 5432. Not when LEADERBOARD_POSTGRES_URL is
+# set: the service logs in as it says.
 pg_login() { psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
-if command -v psql >/dev/null 2>&1 && ! pg_login; then
-  conf=$(ls -d /etc/postgresql/*/main 2>/dev/null | sort -V | tail -1)
-  if [ -n "$conf" ] && trust_loopback "$conf"; then
-    echo "services: user postgres may now log in on loopback without a password ($conf/pg_hba.conf)"
-    as_root pg_ctlcluster --skip-systemctl-redirect "$(basename "$(dirname "$conf")")" main reload
+if [ -z "${LEADERBOARD_POSTGRES_URL:-}" ] && command -v psql >/dev/null 2>&1 && ! pg_login; then
+  cluster=$(pg_lsclusters --no-header 2>/dev/null | awk '$3 == 5432 && $4 ~ /^online/ {print $1 "/" $2; exit}' || true)
+  if [ -n "$cluster" ] && trust_loopback "/etc/postgresql/$cluster"; then
+    echo "services: user postgres may now log in on loopback without a password (/etc/postgresql/$cluster/pg_hba.conf)"
+    as_root pg_ctlcluster --skip-systemctl-redirect "${cluster%/*}" "${cluster#*/}" reload || true
     for _ in $(seq 1 25); do pg_login && break; sleep 0.2; done
   fi
   pg_login || echo "services: warning: user postgres cannot log in to 127.0.0.1:5432 without a password; set LEADERBOARD_POSTGRES_URL" >&2
