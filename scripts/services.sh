@@ -40,16 +40,25 @@ fi
 # A PostgreSQL that a package's service manager started (systemd on Debian and Ubuntu)
 # answers with its default password rule on loopback, which the default
 # LEADERBOARD_POSTGRES_URL (user postgres, no password) cannot pass: trust loopback there
-# too, in the Debian cluster that serves port 5432. Not when LEADERBOARD_POSTGRES_URL is
-# set: the service logs in as it says.
+# too, in the Debian cluster that serves port 5432, and undo it when that does not let
+# user postgres in. Not when a login is configured (LEADERBOARD_POSTGRES_URL, or the
+# tests' LEADERBOARD_TEST_POSTGRES_URL): the service and the tests log in as it says.
 pg_login() { psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
-if [ -z "${LEADERBOARD_POSTGRES_URL:-}" ] && command -v psql >/dev/null 2>&1 && ! pg_login; then
+if [ -z "${LEADERBOARD_POSTGRES_URL:-}${LEADERBOARD_TEST_POSTGRES_URL:-}" ] && command -v psql >/dev/null 2>&1 && ! pg_login; then
   cluster=$(pg_lsclusters --no-header 2>/dev/null | awk '$3 == 5432 && $4 ~ /^online/ {print $1 "/" $2; exit}' || true)
-  if [ -n "$cluster" ] && trust_loopback "/etc/postgresql/$cluster"; then
-    echo "services: user postgres may now log in on loopback without a password (/etc/postgresql/$cluster/pg_hba.conf)"
-    as_root pg_ctlcluster --skip-systemctl-redirect "${cluster%/*}" "${cluster#*/}" reload || true
+  hba=/etc/postgresql/$cluster/pg_hba.conf
+  if [ -n "$cluster" ] && as_root cp -p "$hba" "$hba.leaderboard-backup" && trust_loopback "/etc/postgresql/$cluster"; then
+    reload() { as_root pg_ctlcluster --skip-systemctl-redirect "${cluster%/*}" "${cluster#*/}" reload || true; }
+    reload
     for _ in $(seq 1 25); do pg_login && break; sleep 0.2; done
+    if pg_login; then
+      echo "services: user postgres may now log in on loopback without a password ($hba)"
+    else # it is not what answers on 127.0.0.1:5432: the trust would open it for nothing
+      as_root mv "$hba.leaderboard-backup" "$hba"
+      reload
+    fi
   fi
+  [ -z "$cluster" ] || as_root rm -f "$hba.leaderboard-backup"
   pg_login || echo "services: warning: user postgres cannot log in to 127.0.0.1:5432 without a password; set LEADERBOARD_POSTGRES_URL" >&2
 fi
 

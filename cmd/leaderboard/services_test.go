@@ -15,8 +15,10 @@ import (
 // without a password (a container's, one not from Debian's packages), and a Debian
 // cluster 15/main exists but does not serve 5432 (installed by this script in a container
 // without systemd, not started). The script passes and leaves that cluster's pg_hba.conf
-// alone, whether LEADERBOARD_POSTGRES_URL names a password (then it does not even look)
-// or not (it only warns); the cluster that does serve 5432 is given trust on loopback.
+// alone, whether LEADERBOARD_POSTGRES_URL or the tests' LEADERBOARD_TEST_POSTGRES_URL
+// names a password (then it does not even look) or not (it only warns); the cluster that
+// does serve 5432 is given trust on loopback, undone when user postgres still cannot log
+// in (it is not what answers there).
 // Its check of the login edited that cluster's pg_hba.conf to trust
 // every local connection, and failed reloading it: set -e ended `make run` and `make
 // test` there (found by a review).
@@ -32,14 +34,17 @@ func TestServicesScriptLeavesAnotherPostgreSQLAlone(t *testing.T) {
 	}
 	const down, online = "15 main 5433 down", "15 main 5432 online"
 	for _, c := range []struct {
-		url, cluster string
+		env, cluster string
+		trustHelps   bool // whether user postgres logs in once the cluster trusts loopback
 		edited       bool
 	}{
-		{"postgres://dev:secret@127.0.0.1:5432/leaderboard?sslmode=disable", online, false},
-		{"", down, false},
-		{"", online, true}, // the cluster that serves 5432 (a systemd package's) gets trust on loopback
+		{"LEADERBOARD_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/leaderboard?sslmode=disable", online, true, false},
+		{"LEADERBOARD_TEST_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/postgres?sslmode=disable", online, true, false},
+		{"", down, true, false},
+		{"", online, true, true},   // the cluster that serves 5432 (a systemd package's) gets trust on loopback
+		{"", online, false, false}, // it is not what answers there: the trust is undone
 	} {
-		url := c.url
+		url := c.env
 		dir := t.TempDir()
 		bin, etc := filepath.Join(dir, "bin"), filepath.Join(dir, "etc-postgresql")
 		conf := filepath.Join(etc, "15", "main")
@@ -54,8 +59,8 @@ func TestServicesScriptLeavesAnotherPostgreSQLAlone(t *testing.T) {
 		}
 		stubs := map[string]string{
 			"pg_isready": "exit 0", // something answers on 5432
-			"psql": "grep -q '^host all all 127.0.0.1/32 trust' /etc/postgresql/15/main/pg_hba.conf 2>/dev/null && exit 0; " +
-				"echo 'password authentication failed' >&2; exit 2", // without a password, until trusted
+			"psql": map[bool]string{true: "grep -q '^host all all 127.0.0.1/32 trust' /etc/postgresql/15/main/pg_hba.conf 2>/dev/null && exit 0; "}[c.trustHelps] +
+				"echo 'password authentication failed' >&2; exit 2", // without a password, until trusted if that helps
 			"pg_lsclusters": "echo '" + c.cluster + " postgres /var/lib/postgresql/15/main /var/log/postgresql/postgresql-15-main.log'",
 			"pg_ctlcluster": `for a; do [ "$a" = reload ] && { echo "Cluster is not running." >&2; exit 2; }; done; exit 0`,
 			"redis-cli":     "echo PONG",
@@ -73,17 +78,23 @@ func TestServicesScriptLeavesAnotherPostgreSQLAlone(t *testing.T) {
 		}
 		cmd := exec.Command("unshare", "-m", "--propagation", "private", "bash", "-c",
 			`mount --bind "$1" /etc/postgresql && exec bash "$2"`, "sh", etc, script)
-		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LEADERBOARD_POSTGRES_URL="+url)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LEADERBOARD_POSTGRES_URL=", "LEADERBOARD_TEST_POSTGRES_URL=")
+		if url != "" {
+			cmd.Env = append(cmd.Env, url)
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Errorf("LEADERBOARD_POSTGRES_URL=%q: services.sh failed (%v): `make run` and `make test` stop here:\n%s", url, err, out)
+			t.Errorf("%q: services.sh failed (%v): `make run` and `make test` stop here:\n%s", url, err, out)
 		}
 		got, err := os.ReadFile(filepath.Join(conf, "pg_hba.conf"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := os.Stat(filepath.Join(conf, "pg_hba.conf.leaderboard-backup")); err == nil {
+			t.Errorf("%q, cluster %q: the script left its backup of pg_hba.conf", url, c.cluster)
+		}
 		if edited := string(got) != hba; edited != c.edited || (edited && !strings.HasPrefix(string(got), "host all all 127.0.0.1/32 trust\n")) {
-			t.Errorf("LEADERBOARD_POSTGRES_URL=%q, cluster %q: pg_hba.conf edited %v, want %v:\n%s", url, c.cluster, edited, c.edited, strings.TrimSpace(string(got)))
+			t.Errorf("%q, cluster %q, trust helps %v: pg_hba.conf edited %v, want %v:\n%s", url, c.cluster, c.trustHelps, edited, c.edited, strings.TrimSpace(string(got)))
 		}
 	}
 }
