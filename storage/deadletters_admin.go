@@ -219,7 +219,8 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 				msg.Metadata.Set(k, v)
 			}
 		}
-		msg.Metadata.Set(MetaAttempts, strconv.Itoa(l.Attempts))
+		// At most one below the cap, so that the message dead-lettered again has more.
+		msg.Metadata.Set(MetaAttempts, strconv.Itoa(min(l.Attempts, maxAttempts-1)))
 		key := msg.Metadata.Get(metaPartitionKey)
 		if key == "" {
 			key = uuid

@@ -145,6 +145,8 @@ func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 		{"empty-key-msg-2", map[string]string{"partition_key": "", "event_id": ""}, false},
 		{"neg-attempts-1", map[string]string{storage.MetaAttempts: "-2"}, true}, // a header that says anything
 		{"neg-attempts-2", map[string]string{storage.MetaAttempts: "-2"}, false},
+		{"huge-attempts-1", map[string]string{storage.MetaAttempts: "999999999"}, true}, // at the cap
+		{"huge-attempts-2", map[string]string{storage.MetaAttempts: "999999999"}, false},
 	} {
 		if err := dl.Publish("poison", poisonedWith(c.uuid, payload, c.meta)); err != nil {
 			t.Fatal(err)
@@ -343,5 +345,64 @@ func TestRequeuedUUIDlessForeignMessagesAreToldApart(t *testing.T) {
 	}
 	if n := outboxRowsOf(t, f, b); n != 1 {
 		t.Errorf("B after A's dead letter was deleted: %d outbox rows, want 1", n)
+	}
+}
+
+// TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade: an envelope an earlier build wrote for
+// the requeue of a message without a uuid kept it empty, which names nothing now; the
+// upgrade's migration 0017 gives it one. Forwarded once more at the next relay start and
+// dead-lettered again with that uuid, it is done: the prune deletes it (without the
+// migration it stayed pending for good, forwarded again at every relay start; found by a
+// review).
+func TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+	payload := []byte{0xff, 0x00, 'L'}
+	if err := dl.Publish("poison", poisonedWith("", payload, map[string]string{})); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := admin.RequeueMatching(ctx, storage.DeadLetterFilter{Limit: 10}, "ops"); err != nil || len(ids) != 1 {
+		t.Fatalf("requeue: %v, %v", ids, err)
+	}
+	envelope := func() (shard int, uuid string) {
+		t.Helper()
+		for s := range testShards {
+			if err := f.pool.QueryRow(ctx, `SELECT payload->>'uuid' FROM `+outboxTable(s)+` WHERE payload->>'destination_topic' IS NOT NULL`).Scan(&uuid); err == nil {
+				return s, uuid
+			}
+		}
+		t.Fatal("no envelope")
+		return 0, ""
+	}
+	shard, uuid := envelope()
+	// As the earlier build wrote it, and its database before this build's migrations.
+	if _, err := f.pool.Exec(ctx, `UPDATE `+outboxTable(shard)+` SET payload = jsonb_set(payload::jsonb, '{uuid}', '""')::json WHERE payload->>'uuid' = $1`, uuid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = 17`); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Migrate(ctx, f.pool, storage.NewOutboxSchema(), testShards); err != nil {
+		t.Fatal(err)
+	}
+	if _, uuid = envelope(); uuid == "" {
+		t.Fatal("after the upgrade the earlier build's envelope still has no uuid")
+	}
+	passEnvelope(t, f, uuid, uuid) // forwarded once more, and dead-lettered again with its uuid
+	if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
+		t.Errorf("a relay start rewinds %d rows (%v), want 0", n, err)
+	}
+	if _, err := maint.Prune(ctx, shard, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, uuid); n != 0 {
+		t.Errorf("after the prune: %d outbox rows of the requeue dead-lettered again, want 0", n)
 	}
 }
