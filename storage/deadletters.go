@@ -16,7 +16,7 @@ import (
 const MetaAttempts = "poison_attempts"
 
 // maxAttempts bounds a dead letter's attempts, as the outbox's upkeep reads them back
-// (rowAttempts: at most nine digits).
+// (rowAttempts: at most nine digits); a requeue carries at most one less.
 const maxAttempts = 999_999_999
 
 // DeadLetters is a watermill Publisher that stores poisoned messages in the
@@ -39,10 +39,13 @@ func (d *DeadLetters) Publish(_ string, msgs ...*message.Message) error {
 		if err != nil {
 			return fmt.Errorf("dead letter metadata: %w", err)
 		}
-		// A requeued message carries the attempts of its earlier poisonings (another
-		// producer's header may say anything: read as 0 to 999,999,998).
+		// A requeued message carries the attempts of its earlier poisonings. Another
+		// producer's header may say anything: one out of range counts none (clamped to the
+		// cap, a duplicate dead letter of it would look newer than its twin's requeue).
 		attempts, _ := strconv.Atoi(m.Metadata.Get(MetaAttempts))
-		attempts = min(max(attempts, 0), maxAttempts-1)
+		if attempts < 0 || attempts > maxAttempts-2 {
+			attempts = 0
+		}
 		var eventID, userID *string
 		if id := cleanText(m.Metadata.Get("event_id")); id != "" {
 			eventID = &id

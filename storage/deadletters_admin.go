@@ -220,7 +220,7 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 			}
 		}
 		// At most one below the cap, so that the message dead-lettered again has more.
-		msg.Metadata.Set(MetaAttempts, strconv.Itoa(min(l.Attempts, maxAttempts-1)))
+		msg.Metadata.Set(MetaAttempts, strconv.Itoa(min(max(l.Attempts, 0), maxAttempts-1)))
 		key := msg.Metadata.Get(metaPartitionKey)
 		if key == "" {
 			key = uuid

@@ -350,7 +350,7 @@ func TestRequeuedUUIDlessForeignMessagesAreToldApart(t *testing.T) {
 
 // TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade: an envelope an earlier build wrote for
 // the requeue of a message without a uuid kept it empty, which names nothing now; the
-// upgrade's migration 0017 gives it one. Forwarded once more at the next relay start and
+// upgrade's migration 0017 gives it one, and passes over a row it cannot read. Forwarded once more at the next relay start and
 // dead-lettered again with that uuid, it is done: the prune deletes it (without the
 // migration it stayed pending for good, forwarded again at every relay start; found by a
 // review).
@@ -379,20 +379,22 @@ func TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade(t *testing.T) {
 		return 0, ""
 	}
 	shard, uuid := envelope()
-	// As the earlier build wrote it, and its database before this build's migrations.
+	// An earlier build let a \u0000 into a command's metadata, which PostgreSQL's JSON
+	// operators cannot read: the upgrade leaves that row as it is (it failed on it).
+	// (In the other shard: this test's own reads of the envelope's shard parse every row.)
+	nulUser := usersOfShard(t, 1-shard, 1)[0]
+	if got := f.accept(command("nul-1", nulUser, `{"event_id":"nul-1","metadata":{"note":"a\u0000b"},"destination_topic":"x","uuid":""}`)); got != storage.Accepted {
+		t.Fatalf("Accept = %v", got)
+	}
+	// As the earlier build wrote it (its database then upgraded to this build).
 	if _, err := f.pool.Exec(ctx, `UPDATE `+outboxTable(shard)+` SET payload = jsonb_set(payload::jsonb, '{uuid}', '""')::json WHERE payload->>'uuid' = $1`, uuid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = 17`); err != nil {
-		t.Fatal(err)
-	}
-	if err := storage.Migrate(ctx, f.pool, storage.NewOutboxSchema(), testShards); err != nil {
-		t.Fatal(err)
-	}
+	upgrade(t, f)
 	if _, uuid = envelope(); uuid == "" {
 		t.Fatal("after the upgrade the earlier build's envelope still has no uuid")
 	}
-	passEnvelope(t, f, uuid, uuid) // forwarded once more, and dead-lettered again with its uuid
+	passShard(t, f, shard) // forwarded once more, and dead-lettered again with its uuid
 	if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: "1"})); err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +404,113 @@ func TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade(t *testing.T) {
 	if _, err := maint.Prune(ctx, shard, 5000); err != nil {
 		t.Fatal(err)
 	}
+	var n int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`, uuid).Scan(&n); err != nil || n != 0 {
+		t.Errorf("after the prune: %d outbox rows of the requeue dead-lettered again (%v), want 0", n, err)
+	}
+}
+
+// passShard moves the relay of shard past every row it holds, as a relay that forwarded
+// them does.
+func passShard(t *testing.T, f *outboxFixture, shard int) {
+	t.Helper()
+	if _, err := f.pool.Exec(testContext(t), `INSERT INTO `+offsetsTable(shard)+` (consumer_group, offset_acked, last_processed_transaction_id)
+		SELECT $1, "offset", transaction_id FROM `+outboxTable(shard)+` ORDER BY transaction_id DESC, "offset" DESC LIMIT 1
+		ON CONFLICT (consumer_group) DO UPDATE SET offset_acked = excluded.offset_acked, last_processed_transaction_id = excluded.last_processed_transaction_id`,
+		storage.RelayConsumerGroup); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// upgrade runs the migrations again from version 17 on, as the upgrade to this build does
+// on a database an earlier build left.
+func upgrade(t *testing.T, f *outboxFixture) {
+	t.Helper()
+	ctx := testContext(t)
+	if _, err := f.pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id >= 17`); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Migrate(ctx, f.pool, storage.NewOutboxSchema(), testShards); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDuplicateDeadLettersWithAnAttemptsHeaderOutOfRangeKeepTheRequeue: another producer's
+// message with a poison_attempts header at the cap, delivered twice (two dead letters).
+// The requeue of one is still on its way after a broker lost it, and deleting the other
+// keeps it: a header out of range counts no attempt (clamped to the cap, the duplicate
+// looked newer than its twin's requeue; found by a review).
+func TestDuplicateDeadLettersWithAnAttemptsHeaderOutOfRangeKeepTheRequeue(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	dl := storage.NewDeadLetters(f.pool)
+	const uuid = "cap-dup-msg"
+	for range 2 {
+		if err := dl.Publish("poison", poisonedWith(uuid, []byte{0xff, 0x00, 'C'}, map[string]string{storage.MetaAttempts: "999999999"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first, second int64
+	if err := f.pool.QueryRow(ctx, `SELECT min(id), max(id) FROM dead_letters`).Scan(&first, &second); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Requeue(ctx, first, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	shard := passEnvelope(t, f, uuid, uuid) // forwarded; the broker loses it
+	if n, err := maint.Rewind(ctx, shard); err != nil || n != 1 {
+		t.Errorf("relay start after the broker lost the requeue: Rewind = %d, %v; want 1 (the duplicate dead letter is taken for its fate)", n, err)
+	}
+	if err := admin.Delete(ctx, second, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, uuid); n != 1 {
+		t.Errorf("deleting the duplicate dead letter %d dropped the requeue of dead letter %d: %d outbox rows, want 1", second, first, n)
+	}
+}
+
+// TestEarlierNonPositiveAttemptsAreDoneAfterTheUpgrade: an earlier build stored another
+// producer's poison_attempts header of -2 as a dead letter of -1 attempts, and one of 0
+// for the message requeued and dead-lettered again. After the upgrade (migration 0017: a
+// count below 1 is 1) its envelope, which reads as 0, is done: a relay start does not
+// forward it again, and deleting the dead letter removes it (found by a review).
+func TestEarlierNonPositiveAttemptsAreDoneAfterTheUpgrade(t *testing.T) {
+	t.Parallel()
+	f := newOutboxFixture(t)
+	ctx := testContext(t)
+	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
+	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	const uuid = "old-neg-msg"
+	insert := func(attempts int) int64 {
+		t.Helper()
+		var id int64
+		if err := f.pool.QueryRow(ctx, `INSERT INTO dead_letters (uuid, payload, metadata, reason, topic, handler, subscriber, attempts)
+			VALUES ($1, '\xff00', '{}', 'bad', 'leaderboard.score-events', 'apply-score', 'kafka', $2) RETURNING id`, uuid, attempts).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if err := admin.Requeue(ctx, insert(-1), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	shard := storage.ShardOf(uuid, testShards)
+	// The earlier build's envelope carried "-1".
+	if _, err := f.pool.Exec(ctx, `UPDATE `+outboxTable(shard)+` SET payload = jsonb_set(payload::jsonb, '{metadata,poison_attempts}', '"-1"')::json WHERE payload->>'uuid' = $1`, uuid); err != nil {
+		t.Fatal(err)
+	}
+	passShard(t, f, shard)
+	again := insert(0) // dead-lettered again under the earlier build
+	upgrade(t, f)
+	if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
+		t.Errorf("relay start: Rewind = %d, %v; want 0 (the dead-lettered message is forwarded again at every relay start)", n, err)
+	}
+	if err := admin.Delete(ctx, again, "ops"); err != nil {
+		t.Fatal(err)
+	}
 	if n := outboxRowsOf(t, f, uuid); n != 0 {
-		t.Errorf("after the prune: %d outbox rows of the requeue dead-lettered again, want 0", n)
+		t.Errorf("after DELETE of its dead letter: %d outbox rows of the message, want 0", n)
 	}
 }
