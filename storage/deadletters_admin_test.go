@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -90,6 +91,15 @@ func outboxRowsOf(t *testing.T, f *outboxFixture, uuid string) int {
 	return n
 }
 
+// deadLetterFixture is an outbox with the stores that act on its dead letters: the
+// relay's upkeep, the admin's, and the projector's poison queue.
+func deadLetterFixture(t *testing.T) (*outboxFixture, context.Context, *storage.OutboxMaintenance, *storage.DeadLetterAdmin, *storage.DeadLetters) {
+	t.Helper()
+	f := newOutboxFixture(t)
+	return f, testContext(t), storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema()),
+		storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards), storage.NewDeadLetters(f.pool)
+}
+
 // passEnvelope moves the relay of the shard of key past the envelope of message uuid (it
 // was forwarded), as a relay does, and returns the shard.
 func passEnvelope(t *testing.T, f *outboxFixture, key, uuid string) int {
@@ -120,11 +130,7 @@ func passEnvelope(t *testing.T, f *outboxFixture, key, uuid string) int {
 // dead letter came back; with an empty header the envelope's user was ”, not none).
 func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
 	payload := []byte{0xff, 0x00, '{'}
 	idOf := func(uuid string) int64 {
 		t.Helper()
@@ -198,10 +204,7 @@ func TestRequeuedKeylessDeadLetterIsPrunedAndDeletable(t *testing.T) {
 // id: the requeued command was never forwarded nor applied, and no dead letter either).
 func TestDeleteOfADuplicateDeadLetterKeepsTheRequeuedCommand(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, _, admin, dl := deadLetterFixture(t)
 
 	const user, event = "u-dup", "ev-dup"
 	body := []byte(fmt.Sprintf(`{"event_id":%q,"board":"global","period":"all_time","user_id":%q,"value":5,"occurred_at":"2026-01-01T00:00:00Z"}`, event, user))
@@ -248,11 +251,7 @@ func TestDeleteOfADuplicateDeadLetterKeepsTheRequeuedCommand(t *testing.T) {
 // requeued command was lost for good; found by a review).
 func TestRequeueOfADuplicateDeadLetterIsNotTakenForDone(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
 
 	const user, event = "u-dup2", "ev-dup2"
 	body := []byte(fmt.Sprintf(`{"event_id":%q,"board":"global","period":"all_time","user_id":%q,"value":5,"occurred_at":"2026-01-01T00:00:00Z"}`, event, user))
@@ -289,11 +288,7 @@ func TestRequeueOfADuplicateDeadLetterIsNotTakenForDone(t *testing.T) {
 // done and dropped; found by a review).
 func TestRequeuedUUIDlessForeignMessagesAreToldApart(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
 	for _, p := range []string{"A", "B"} {
 		if err := dl.Publish("poison", poisonedWith("", []byte{0xff, 0x00, p[0]}, map[string]string{})); err != nil {
 			t.Fatal(err)
@@ -350,17 +345,13 @@ func TestRequeuedUUIDlessForeignMessagesAreToldApart(t *testing.T) {
 
 // TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade: an envelope an earlier build wrote for
 // the requeue of a message without a uuid kept it empty, which names nothing now; the
-// upgrade's migration 0017 gives it one, and passes over a row it cannot read. Forwarded once more at the next relay start and
-// dead-lettered again with that uuid, it is done: the prune deletes it (without the
-// migration it stayed pending for good, forwarded again at every relay start; found by a
-// review).
+// upgrade's migration 0017 gives it one, and passes over a row it cannot read. Forwarded
+// once more at the next relay start and dead-lettered again with that uuid, it is done:
+// the prune deletes it (without the migration it stayed pending for good, forwarded again
+// at every relay start; found by a review).
 func TestEarlierRequeueWithoutUUIDGetsOneOnUpgrade(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
 	payload := []byte{0xff, 0x00, 'L'}
 	if err := dl.Publish("poison", poisonedWith("", payload, map[string]string{})); err != nil {
 		t.Fatal(err)
@@ -442,11 +433,7 @@ func upgrade(t *testing.T, f *outboxFixture) {
 // looked newer than its twin's requeue; found by a review).
 func TestDuplicateDeadLettersWithAnAttemptsHeaderOutOfRangeKeepTheRequeue(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
-	dl := storage.NewDeadLetters(f.pool)
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
 	const uuid = "cap-dup-msg"
 	for range 2 {
 		if err := dl.Publish("poison", poisonedWith(uuid, []byte{0xff, 0x00, 'C'}, map[string]string{storage.MetaAttempts: "999999999"})); err != nil {
@@ -479,10 +466,7 @@ func TestDuplicateDeadLettersWithAnAttemptsHeaderOutOfRangeKeepTheRequeue(t *tes
 // forward it again, and deleting the dead letter removes it (found by a review).
 func TestEarlierNonPositiveAttemptsAreDoneAfterTheUpgrade(t *testing.T) {
 	t.Parallel()
-	f := newOutboxFixture(t)
-	ctx := testContext(t)
-	maint := storage.NewOutboxMaintenance(f.pool, storage.NewOutboxSchema())
-	admin := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards)
+	f, ctx, maint, admin, _ := deadLetterFixture(t)
 	const uuid = "old-neg-msg"
 	insert := func(attempts int) int64 {
 		t.Helper()
