@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -49,11 +51,7 @@ func TestProjectionRedeliveryDoesNotRevertNickName(t *testing.T) {
 // showing "Alice" from Redis). A batch that changes no name names no other entry.
 func TestProjectionRenameNamesEveryEntryOfTheUser(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
+	_, p := aliceNamed(t)
 	entries := func(b storage.AppliedBatch) map[string]bool {
 		out := map[string]bool{}
 		for _, e := range b.Entries {
@@ -140,11 +138,7 @@ func TestProjectionRedeliveredRenameNamesEveryEntry(t *testing.T) {
 // without a name). A later nameless command on an entry she has names nobody.
 func TestProjectionNewEntryOfANamelessCommandHasTheUsersName(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
+	_, p := aliceNamed(t)
 	if got := mustApply(t, p, incrEvent("ev-2", "alice", 5, at(2))); got.NickNames["alice"] != "Alice" {
 		t.Errorf("a nameless command's new entry: nick names %v, want alice's (Alice)", got.NickNames)
 	}
@@ -164,11 +158,7 @@ func TestProjectionNewEntryOfANamelessCommandHasTheUsersName(t *testing.T) {
 // TestProjectionRedeliveryDoesNotRevertNickName). Found by a review.
 func TestProjectionRedeliveredNamelessNewEntryHasTheUsersName(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
+	_, p := aliceNamed(t)
 	nameless := incrEvent("ev-2", "alice", 5, at(2))
 	if got := mustApply(t, p, nameless); got.NickNames["alice"] != "Alice" {
 		t.Fatalf("first attempt: nick names %v", got.NickNames)
@@ -188,11 +178,7 @@ func TestProjectionRedeliveredNamelessNewEntryHasTheUsersName(t *testing.T) {
 // name as PostgreSQL's reads show it (the batch handed the mirror none; found by a review).
 func TestProjectionUnbanSyncNamesTheEntries(t *testing.T) {
 	t.Parallel()
-	pool := newMigratedPool(t, 1)
-	p := storage.NewProjection(pool)
-	first := bestEvent("ev-1", "alice", 100, at(1))
-	first.NickName = "Alice"
-	mustApply(t, p, first)
+	pool, p := aliceNamed(t)
 	ctx := testContext(t)
 	for i, hidden := range []bool{true, false} {
 		if _, err := pool.Exec(ctx, `UPDATE board_entries SET hidden = $2, version = version + 1 WHERE user_id = $1`, "alice", hidden); err != nil {
@@ -209,4 +195,16 @@ func TestProjectionUnbanSyncNamesTheEntries(t *testing.T) {
 			t.Errorf("the unban's sync hands the mirror nick name %q for alice's entries (written to Redis anew), want %q", n, "Alice")
 		}
 	}
+}
+
+// aliceNamed is a projection whose first command, ev-1, gave alice a best score of 100
+// on global under the nick name "Alice".
+func aliceNamed(t *testing.T) (*pgxpool.Pool, *storage.Projection) {
+	t.Helper()
+	pool := newMigratedPool(t, 1)
+	p := storage.NewProjection(pool)
+	first := bestEvent("ev-1", "alice", 100, at(1))
+	first.NickName = "Alice"
+	mustApply(t, p, first)
+	return pool, p
 }
