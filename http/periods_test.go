@@ -112,24 +112,7 @@ func TestListBoardsReadsTheClockOnce(t *testing.T) {
 		var ticks atomic.Int64
 		start := midnight.Add(-time.Duration(before) * time.Microsecond)
 		now := func() time.Time { return start.Add(time.Duration(ticks.Add(1)-1) * time.Microsecond) }
-		s := &server{Deps: Deps{Config: cfg, Periods: NewPeriods(cfg, noSeasons{}, now)}}
-		rec := httptest.NewRecorder()
-		s.handleListBoards()(rec, httptest.NewRequest(http.MethodGet, "/v1/boards", nil))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("GET /v1/boards: %d %s", rec.Code, rec.Body)
-		}
-		var resp struct {
-			Boards []struct {
-				ID             string     `json:"id"`
-				CurrentPeriod  string     `json:"current_period"`
-				PreviousPeriod string     `json:"previous_period"`
-				NextResetAt    *time.Time `json:"next_reset_at"`
-			} `json:"boards"`
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range resp.Boards {
+		for _, b := range listBoards(t, NewPeriods(cfg, noSeasons{}, now)) {
 			def, _ := cfg.Board(b.ID)
 			if def.Period != configs.PeriodDaily && def.Period != configs.PeriodWeekly {
 				continue
@@ -192,25 +175,35 @@ func TestListBoardsSeasonPeriodsComeFromOneListing(t *testing.T) {
 		at = at.Add(2 * time.Second)
 		return at
 	}
-	s := &server{Deps: Deps{Config: cfg, Periods: NewPeriods(cfg, &startingSeasons{}, now)}}
+	for _, b := range listBoards(t, NewPeriods(cfg, &startingSeasons{}, now)) {
+		if b.ID == "season" && b.PreviousPeriod == b.CurrentPeriod {
+			t.Errorf("board season: current_period %q and previous_period %q in one answer (two listings of the seasons)", b.CurrentPeriod, b.PreviousPeriod)
+		}
+	}
+}
+
+// listedBoard is a board of GET /v1/boards as the tests read it.
+type listedBoard struct {
+	ID             string     `json:"id"`
+	CurrentPeriod  string     `json:"current_period"`
+	PreviousPeriod string     `json:"previous_period"`
+	NextResetAt    *time.Time `json:"next_reset_at"`
+}
+
+// listBoards answers GET /v1/boards with the shipped boards and periods.
+func listBoards(t *testing.T, periods *Periods) []listedBoard {
+	t.Helper()
+	s := &server{Deps: Deps{Config: periods.cfg, Periods: periods}}
 	rec := httptest.NewRecorder()
 	s.handleListBoards()(rec, httptest.NewRequest(http.MethodGet, "/v1/boards", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /v1/boards: %d %s", rec.Code, rec.Body)
 	}
 	var resp struct {
-		Boards []struct {
-			ID             string `json:"id"`
-			CurrentPeriod  string `json:"current_period"`
-			PreviousPeriod string `json:"previous_period"`
-		} `json:"boards"`
+		Boards []listedBoard `json:"boards"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range resp.Boards {
-		if b.ID == "season" && b.PreviousPeriod == b.CurrentPeriod {
-			t.Errorf("board season: current_period %q and previous_period %q in one answer (two listings of the seasons)", b.CurrentPeriod, b.PreviousPeriod)
-		}
-	}
+	return resp.Boards
 }
