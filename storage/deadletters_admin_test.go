@@ -498,3 +498,42 @@ func TestEarlierNonPositiveAttemptsAreDoneAfterTheUpgrade(t *testing.T) {
 		t.Errorf("after DELETE of its dead letter: %d outbox rows of the message, want 0", n)
 	}
 }
+
+// TestUnreadableCommandRowDoesNotStopTheUpkeep: builds before c24feac let a \u0000 into
+// a command's metadata; PostgreSQL's json column keeps it, but its JSON operators refuse
+// to read that payload. The command was dead-lettered. The relay's upkeep of its shard
+// reads a command row's own metadata, never its payload: the prune deletes the row, a
+// relay start and CheckDroppedShards go on, and a dead letter's delete too (each failed on
+// the row, the prune at every run and the relay start for good; found by a review).
+func TestUnreadableCommandRowDoesNotStopTheUpkeep(t *testing.T) {
+	t.Parallel()
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
+	user := usersOfShard(t, 1, 1)[0]
+	body := fmt.Sprintf(`{"event_id":"nul-1","board":"global","period":"all_time","user_id":%q,"value":5,"metadata":{"note":"a\u0000b"},"occurred_at":"2026-01-01T00:00:00Z"}`, user)
+	if got := f.accept(command("nul-1", user, body)); got != storage.Accepted {
+		t.Fatalf("Accept = %v", got)
+	}
+	if err := dl.Publish("poison", poisonedWith("nul-1", []byte(body), map[string]string{"event_id": "nul-1", "partition_key": user})); err != nil {
+		t.Fatal(err)
+	}
+	passShard(t, f, 1)
+	if err := dl.Publish("poison", poisonedWith("other-1", []byte("x"), map[string]string{})); err != nil {
+		t.Fatal(err)
+	}
+	var other int64
+	if err := f.pool.QueryRow(ctx, `SELECT id FROM dead_letters WHERE uuid = 'other-1'`).Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(ctx, other, "ops"); err != nil {
+		t.Errorf("DELETE /admin/dlq/%d: %v", other, err)
+	}
+	if n, err := maint.Rewind(ctx, 1); err != nil || n != 0 {
+		t.Errorf("Rewind (relay start) = %d, %v; want 0", n, err)
+	}
+	if err := storage.CheckDroppedShards(ctx, f.pool, storage.NewOutboxSchema(), 1); err != nil {
+		t.Errorf("CheckDroppedShards with one shard left (shard 1's row is dead-lettered): %v", err)
+	}
+	if n, err := maint.Prune(ctx, 1, 5000); err != nil || n != 1 {
+		t.Errorf("Prune = %d, %v; want the dead-lettered row deleted", n, err)
+	}
+}

@@ -24,15 +24,24 @@ const RelayConsumerGroup = "leaderboard-relay"
 
 // rowUser and rowEvent are the user and event id of outbox row alias: of the message
 // itself, or of the message inside a forwarder envelope (requeued dead letters, and rows
-// written before the relay read plain messages), told by its destination_topic. A plain
-// row's payload is a command, whose metadata is the player's own JSON: never read there.
-// An empty one is none (NULL), as the dead letters store it.
+// written before the relay read plain messages). A plain row's payload is a command,
+// whose metadata is the player's own JSON: never read there. An empty one is none (NULL),
+// as the dead letters store it.
 func rowUser(alias string) string {
-	return `NULLIF(CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->'metadata'->>'partition_key' ELSE ` + alias + `.metadata->>'partition_key' END, '')`
+	return `NULLIF(CASE WHEN ` + isEnvelope(alias) + ` THEN ` + alias + `.payload->'metadata'->>'partition_key' ELSE ` + alias + `.metadata->>'partition_key' END, '')`
 }
 
 func rowEvent(alias string) string {
-	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL THEN ` + alias + `.payload->>'uuid' ELSE ` + alias + `.uuid END`
+	return `CASE WHEN ` + isEnvelope(alias) + ` THEN ` + alias + `.payload->>'uuid' ELSE ` + alias + `.uuid END`
+}
+
+// isEnvelope tells a forwarder envelope (its row's own metadata is empty; its payload
+// names a destination_topic) from a command's row, whose own metadata names its user: the
+// payload is read only for a row without, as a command's payload, the player's JSON, may
+// hold what PostgreSQL's JSON operators cannot read (a \u0000 an earlier build let in),
+// and one such row stopped the upkeep of its shard.
+func isEnvelope(alias string) string {
+	return `(CASE WHEN ` + alias + `.metadata->>'partition_key' IS NOT NULL THEN false ELSE ` + alias + `.payload->>'destination_topic' IS NOT NULL END)`
 }
 
 // rowDone is true when the event of outbox row alias was applied, or dead-lettered since
@@ -54,7 +63,7 @@ func rowDone(alias string) string {
 // (MetaAttempts), an accepted command none.
 func rowAttempts(alias string) string {
 	a := alias + `.payload->'metadata'->>'` + MetaAttempts + `'`
-	return `CASE WHEN ` + alias + `.payload->>'destination_topic' IS NOT NULL AND ` + a + ` ~ '^[0-9]{1,9}$' THEN (` + a + `)::int ELSE 0 END`
+	return `CASE WHEN NOT ` + isEnvelope(alias) + ` THEN 0 WHEN ` + a + ` ~ '^[0-9]{1,9}$' THEN (` + a + `)::int ELSE 0 END`
 }
 
 // Rewind moves the relay's position of a shard back to the oldest outbox row whose
