@@ -174,15 +174,7 @@ func (r *Ranks) statesOf(ctx context.Context, board, period string, users []stri
 	if err != nil {
 		return nil, unavailable("read board entries", err)
 	}
-	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) {
-		var s EntryState
-		var meta []byte
-		err := row.Scan(&s.Board, &s.Period, &s.UserID, &s.Score, &s.SortKey, &s.Version, &s.ReachedAt, &s.UpdatedAt, &meta, &s.Hidden)
-		if len(meta) > 0 {
-			s.Metadata = meta
-		}
-		return s, err
-	})
+	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) { return scanEntry(row) })
 	return states, unavailable("read board entries", err)
 }
 
