@@ -27,10 +27,9 @@ type CommandLog interface {
 type RequestLog interface {
 	Check(ctx context.Context, userID, eventID string, hash []byte) (storage.AcceptOutcome, error)
 	// RecordUnchanged records a write answered "unchanged" under its client's event id
-	// (Accepted when new; else Duplicate or Conflict, and whether the recorded one was
-	// answered unchanged too); WasUnchanged tells a recorded event id answered so.
-	// (and the period it was answered for); WasUnchanged tells a recorded event id answered
-	// so, and its period.
+	// (Accepted when new; else Duplicate or Conflict, whether the recorded one was answered
+	// unchanged too, and the period it was answered for); WasUnchanged tells whether a
+	// recorded event id was answered so, and its period.
 	RecordUnchanged(ctx context.Context, userID, eventID, board, period string, hash []byte, at time.Time) (storage.AcceptOutcome, bool, string, error)
 	WasUnchanged(ctx context.Context, userID, eventID string) (bool, string, error)
 	IsApplied(ctx context.Context, userID, eventID string) (bool, error)
