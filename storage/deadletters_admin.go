@@ -219,8 +219,9 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 				msg.Metadata.Set(k, v)
 			}
 		}
-		// At most one below the cap, so that the message dead-lettered again has more.
-		msg.Metadata.Set(MetaAttempts, strconv.Itoa(min(max(l.Attempts, 0), maxAttempts-1)))
+		// Within what DeadLetters.Publish reads back (at most two below the cap), so that the
+		// message dead-lettered again has more attempts than this envelope says.
+		msg.Metadata.Set(MetaAttempts, strconv.Itoa(min(max(l.Attempts, 0), maxAttempts-2)))
 		key := msg.Metadata.Get(metaPartitionKey)
 		if key == "" {
 			key = uuid

@@ -537,3 +537,53 @@ func TestUnreadableCommandRowDoesNotStopTheUpkeep(t *testing.T) {
 		t.Errorf("Prune = %d, %v; want the dead-lettered row deleted", n, err)
 	}
 }
+
+// TestRequeueAtTheCapIsDoneWhenDeadLetteredAgain: another producer's message with a
+// poison_attempts header of 999999997 (the most DeadLetters.Publish reads: maxAttempts-2)
+// is dead-lettered with 999999998 attempts. Requeued and dead-lettered again, the message
+// must have more attempts than its envelope says: a requeue header Publish reads as out
+// of range (the requeue once carried 999999998) stored 1, and the envelope never counted
+// as done: every relay start forwarded it again (Rewind), the prune kept it for good, and
+// DELETE /admin/dlq/{id} of its new dead letter left it.
+func TestRequeueAtTheCapIsDoneWhenDeadLetteredAgain(t *testing.T) {
+	t.Parallel()
+	f, ctx, maint, admin, dl := deadLetterFixture(t)
+	payload := []byte{0xff, 0x00, 'Q'}
+	const uuid = "cap-edge-msg"
+	if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: "999999997"})); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	var attempts int
+	if err := f.pool.QueryRow(ctx, `SELECT id, attempts FROM dead_letters WHERE uuid = $1`, uuid).Scan(&id, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Requeue(ctx, id, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	shard := passEnvelope(t, f, uuid, uuid)
+	var header string
+	if err := f.pool.QueryRow(ctx, `SELECT payload->'metadata'->>$2 FROM `+outboxTable(shard)+` WHERE payload->>'uuid' = $1`,
+		uuid, storage.MetaAttempts).Scan(&header); err != nil {
+		t.Fatal(err)
+	}
+	// Dead-lettered again, with the metadata its envelope carried.
+	if err := dl.Publish("poison", poisonedWith(uuid, payload, map[string]string{storage.MetaAttempts: header})); err != nil {
+		t.Fatal(err)
+	}
+	var again int64
+	var againAttempts int
+	if err := f.pool.QueryRow(ctx, `SELECT id, attempts FROM dead_letters WHERE uuid = $1`, uuid).Scan(&again, &againAttempts); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first dead letter: %d attempts; requeue header %s; dead-lettered again: %d attempts", attempts, header, againAttempts)
+	if n, err := maint.Rewind(ctx, shard); err != nil || n != 0 {
+		t.Errorf("a relay start rewinds %d rows (%v), want 0: the dead-lettered requeue is forwarded again at every start", n, err)
+	}
+	if err := admin.Delete(ctx, again, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRowsOf(t, f, uuid); n != 0 {
+		t.Errorf("after DELETE /admin/dlq/%d: %d outbox rows of the dropped message remain, want 0", again, n)
+	}
+}
