@@ -287,8 +287,8 @@ func (s *server) handleRemove() http.HandlerFunc {
 			return
 		}
 		q := r.URL.Query()
-		if q.Has("reason") {
-			if e := reasonOf(q.Get("reason")); e != nil {
+		if reason := q.Get("reason"); reason != "" { // ?reason= is none, as the season start's ""
+			if e := reasonOf(reason); e != nil {
 				writeError(w, r, e.status, e.code, e.message, "")
 				return
 			}

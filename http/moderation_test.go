@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
@@ -208,5 +210,28 @@ func TestModerationRetryRacingItsFirstRequestKeepsTheHold(t *testing.T) {
 	}
 	if !holds.held("adj-1") {
 		t.Errorf("the adjustment adj-1 is accepted and on its way (not applied), but its id no longer holds the user")
+	}
+}
+
+// TestRemovalWithAnEmptyReason: API.md's removal (DELETE
+// /admin/boards/{board_id}/entries/{user_id}?period=) names no reason, so a removal is taken
+// without one, and with the parameter empty (?reason=, as a client or form that always
+// sends it does) too, as the season start's optional reason treats "" as none.
+func TestRemovalWithAnEmptyReason(t *testing.T) {
+	cfg, _ := configs.Load(func(string) string { return "" })
+	s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Now: time.Now, Requests: appliedLog{},
+		Periods: NewPeriods(cfg, nil, nil),
+		Moderation: Moderation{Commands: acceptAs(storage.Accepted),
+			BanStore: userEntries{{Board: "global", Period: "all_time", Score: 30}}}}}
+	rt := chi.NewRouter()
+	rt.Delete("/admin/boards/{board_id}/entries/{user_id}", s.handleRemove())
+	for _, q := range []string{"", "?reason="} {
+		r := httptest.NewRequest(http.MethodDelete, "/admin/boards/global/entries/u"+q, nil)
+		r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, &Claims{}))
+		w := httptest.NewRecorder()
+		rt.ServeHTTP(w, r)
+		if w.Code != http.StatusAccepted {
+			t.Errorf("DELETE /admin/boards/global/entries/u%s: %d %s, want 202", q, w.Code, w.Body.String())
+		}
 	}
 }
