@@ -58,7 +58,7 @@ if [ -z "${LEADERBOARD_POSTGRES_URL:-}${LEADERBOARD_TEST_POSTGRES_URL:-}" ] && c
       reload
     fi
   fi
-  [ -z "$cluster" ] || as_root rm -f "$hba.leaderboard-backup"
+  [ -z "$cluster" ] || as_root rm -f "$hba.leaderboard-backup" || true
   pg_login || echo "services: warning: user postgres cannot log in to 127.0.0.1:5432 without a password; set LEADERBOARD_POSTGRES_URL" >&2
 fi
 

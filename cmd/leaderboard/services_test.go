@@ -18,7 +18,7 @@ import (
 // alone, whether LEADERBOARD_POSTGRES_URL or the tests' LEADERBOARD_TEST_POSTGRES_URL
 // names a password (then it does not even look) or not (it only warns); the cluster that
 // does serve 5432 is given trust on loopback, undone when user postgres still cannot log
-// in (it is not what answers there).
+// in (it is not what answers there). Run as a user whose sudo fails, it warns and goes on.
 // Its check of the login edited that cluster's pg_hba.conf to trust
 // every local connection, and failed reloading it: set -e ended `make run` and `make
 // test` there (found by a review).
@@ -37,12 +37,14 @@ func TestServicesScriptLeavesAnotherPostgreSQLAlone(t *testing.T) {
 		env, cluster string
 		trustHelps   bool // whether user postgres logs in once the cluster trusts loopback
 		edited       bool
+		noSudo       bool // run as a user whose sudo fails: the script only warns
 	}{
-		{"LEADERBOARD_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/leaderboard?sslmode=disable", online, true, false},
-		{"LEADERBOARD_TEST_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/postgres?sslmode=disable", online, true, false},
-		{"", down, true, false},
-		{"", online, true, true},   // the cluster that serves 5432 (a systemd package's) gets trust on loopback
-		{"", online, false, false}, // it is not what answers there: the trust is undone
+		{"LEADERBOARD_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/leaderboard?sslmode=disable", online, true, false, false},
+		{"LEADERBOARD_TEST_POSTGRES_URL=postgres://dev:secret@127.0.0.1:5432/postgres?sslmode=disable", online, true, false, false},
+		{"", down, true, false, false},
+		{"", online, true, true, false},   // the cluster that serves 5432 (a systemd package's) gets trust on loopback
+		{"", online, false, false, false}, // it is not what answers there: the trust is undone
+		{"", online, true, false, true},   // no sudo: nothing edited, a warning
 	} {
 		url := c.env
 		dir := t.TempDir()
@@ -66,6 +68,10 @@ func TestServicesScriptLeavesAnotherPostgreSQLAlone(t *testing.T) {
 			"redis-cli":     "echo PONG",
 			"redis-server":  "exit 0",
 			"apt-get":       "echo apt-get must not run >&2; exit 1",
+		}
+		if c.noSudo {
+			stubs["id"] = `[ "$1" = -u ] && { echo 1000; exit 0; }; exec /usr/bin/id "$@"`
+			stubs["sudo"] = "echo 'sudo: a password is required' >&2; exit 1"
 		}
 		for name, body := range stubs {
 			if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
