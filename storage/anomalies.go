@@ -44,7 +44,7 @@ func (a *Anomalies) Insert(ctx context.Context, xs []Anomaly) error {
 func (a *Anomalies) Page(ctx context.Context, before int64, limit int, userID, reason string) ([]Anomaly, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT id, at, reason, user_id, board_id, event_id, detail FROM anomalies
-		WHERE ($1 = 0 OR id < $1) AND ($3 = '' OR user_id = $3) AND ($4 = '' OR reason = $4)
+		WHERE ($1::bigint = 0 OR id < $1::bigint) AND ($3 = '' OR user_id = $3) AND ($4 = '' OR reason = $4)
 		ORDER BY id DESC LIMIT $2`, before, limit, userID, reason)
 	if err != nil {
 		return nil, unavailable("read anomalies", err)

@@ -72,7 +72,7 @@ type AuditRecord struct {
 func (a *AuditLog) Page(ctx context.Context, before int64, limit int) ([]AuditRecord, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT id, at, actor, action, target, reason, target_ids, detail FROM admin_audit
-		WHERE $1 = 0 OR id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+		WHERE $1::bigint = 0 OR id < $1::bigint ORDER BY id DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, unavailable("read audit", err)
 	}

@@ -324,3 +324,74 @@ func TestBulkRequeueNeedsABody(t *testing.T) {
 		t.Errorf("bulk requeue without a body: %d %s", r.status, r.raw)
 	}
 }
+
+// TestTrailCursorsPastInt32: GET /admin/anomalies and GET /admin/audit page by id
+// (?cursor= is the next_cursor of the page before). The ids are BIGSERIAL: once they pass
+// 2^31-1 (anomalies are recorded for every refused player write, so a busy service, or a
+// crowd of players sending refused writes, gets there), following next_cursor must keep
+// working, and a large cursor is no dependency failure (503 means a dependency is down).
+// (The queries' "$1 = 0" typed the cursor as a 32-bit integer: found by a review.)
+func TestTrailCursorsPastInt32(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	svc := env.start(vars)
+	admin := mintToken(t, "ops", "admin")
+	ctx := context.Background()
+	for _, seq := range []string{"anomalies_id_seq", "admin_audit_id_seq"} {
+		if _, err := env.db().Exec(ctx, `SELECT setval($1::regclass, 3000000000)`, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 { // three refusals (value_out_of_range), recorded as anomalies
+		if r := svc.do(t, http.MethodPost, "/v1/boards/arena/scores", mintToken(t, fmt.Sprintf("big-%d", i)), `{"value": 5000}`); r.status != 400 {
+			t.Fatalf("refusal %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	for i := range 3 { // three admin actions, in the audit trail
+		if r := svc.do(t, http.MethodPost, fmt.Sprintf("/admin/users/big-ban-%d/ban", i), admin, `{"reason": "test"}`); r.status != 202 {
+			t.Fatalf("ban %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	walk := func(path string) (int, string) {
+		t.Helper()
+		n, cursor := 0, ""
+		for range 10 {
+			p := path + "?limit=1"
+			if cursor != "" {
+				p += "&cursor=" + cursor
+			}
+			r := svc.do(t, http.MethodGet, p, admin, "")
+			if r.status != 200 {
+				return n, fmt.Sprintf("GET %s (cursor from next_cursor): %d %s", p, r.status, r.raw)
+			}
+			n += len(r.body["items"].([]any))
+			next, _ := r.body["next_cursor"].(string)
+			if next == "" {
+				return n, ""
+			}
+			cursor = next
+		}
+		return n, path + " does not end"
+	}
+	for _, path := range []string{"/admin/anomalies", "/admin/audit"} {
+		var failure string
+		eventually(t, 10*time.Second, func() string { // anomalies are written in the background
+			n, fail := walk(path)
+			if fail != "" {
+				failure = fail
+				return ""
+			}
+			if n < 3 {
+				return fmt.Sprintf("%s: %d items", path, n)
+			}
+			return ""
+		})
+		if failure != "" {
+			t.Errorf("%s", failure)
+		}
+		p := path + "?cursor=9223372036854775807"
+		if r := svc.do(t, http.MethodGet, p, admin, ""); r.status == http.StatusServiceUnavailable || r.status >= 500 {
+			t.Errorf("GET %s: %d %s; a large cursor is no dependency failure", p, r.status, r.raw)
+		}
+	}
+}
