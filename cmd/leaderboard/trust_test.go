@@ -507,7 +507,6 @@ func TestAdjustAndRemove(t *testing.T) {
 		{"POST", "/admin/boards/nope/entries/aj/adjust", `{"value": 5, "reason": "x"}`, "unknown_board", 404},
 		{"POST", "/admin/boards/daily/entries/aj/adjust", `{"value": 5, "reason": "x", "period": "2026-02-30"}`, "invalid_period", 400},
 		{"DELETE", "/admin/boards/global/entries/rm?reason=again", "", "not_found", 404},
-		{"DELETE", "/admin/boards/global/entries/aj?reason=", "", "invalid_reason", 400},
 		{"DELETE", "/admin/boards/global/entries/aj?reason=%07", "", "invalid_reason", 400},
 	} {
 		if r := svc.do(t, c.method, c.path, admin, c.body); r.status != c.status || r.body["error_code"] != c.code {
