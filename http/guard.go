@@ -89,8 +89,10 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 	return e
 }
 
-// check decides whether a write may go on: nil, or the refusal to answer.
-func (g *Guard) check(ctx context.Context, w *guarded) *apiError {
+// check decides whether a write may go on: nil, or the refusal to answer. A write over
+// the rate goes on when retry tells it is a retry of a write accepted before (answered as
+// the first time, or 409): no refusal then, counted or recorded.
+func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiError {
 	if g == nil {
 		return errNoGuard
 	}
@@ -101,7 +103,10 @@ func (g *Guard) check(ctx context.Context, w *guarded) *apiError {
 	if g.bans.Banned(w.userID) {
 		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
-	if e := g.rateLimit(ctx, *w); e != nil {
+	switch e, again := g.rateLimit(ctx, *w, retry); {
+	case again:
+		return nil
+	case e != nil:
 		return e
 	}
 	if w.action != "" && w.board.ActionCooldown > 0 {
@@ -120,7 +125,9 @@ func (g *Guard) check(ctx context.Context, w *guarded) *apiError {
 
 // rateLimit spends one write of the user's budget (and of the board's, when it has one);
 // server tokens spend their own budget only when LEADERBOARD_SERVER_RATE_LIMIT is set.
-func (g *Guard) rateLimit(ctx context.Context, w guarded) *apiError {
+// Over a budget, again tells a retry of a write accepted before (retry), which is not
+// refused.
+func (g *Guard) rateLimit(ctx context.Context, w guarded, retry func() bool) (refusal *apiError, again bool) {
 	type budget struct {
 		subject string
 		rate    configs.Rate
@@ -135,16 +142,18 @@ func (g *Guard) rateLimit(ctx context.Context, w guarded) *apiError {
 		if b.rate.Off() {
 			continue
 		}
-		ok, retry, err := g.limits.Allow(ctx, b.subject, b.rate.N, b.rate.Per)
+		ok, wait, err := g.limits.Allow(ctx, b.subject, b.rate.N, b.rate.Per)
 		switch {
 		case err != nil:
-			return g.limiterDown(w, err)
+			return g.limiterDown(w, err), false
+		case !ok && retry != nil && retry():
+			return nil, true
 		case !ok:
-			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: retry,
-				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(retry))}, b.subject+" "+b.rate.String())
+			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
+				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(wait))}, b.subject+" "+b.rate.String()), false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // limiterDown decides a write the limiter could not decide: server writes go on, player

@@ -188,13 +188,12 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.answerSubmission(w, r, sub, submitted{}, err)
 		return
 	}
-	if e := s.Guard.check(r.Context(), &gw); e != nil {
-		// A retry of a write accepted before is answered as the first time (or 409), not
-		// refused for the rate (the refusal is still counted and recorded).
-		if e.code != "rate_limited" || !s.submissions.Seen(r.Context(), prep) {
-			s.reject(w, r, b.ID, e, echoID)
-			return
-		}
+	// A retry of a write accepted before is answered as the first time (or 409), not
+	// refused for the rate, nor counted or recorded as refused.
+	retry := func() bool { return s.submissions.Seen(r.Context(), prep) }
+	if e := s.Guard.check(r.Context(), &gw, retry); e != nil {
+		s.reject(w, r, b.ID, e, echoID)
+		return
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
 	if errors.Is(err, errEventIDConflict) {

@@ -40,7 +40,8 @@ func TestIncrementRetryWithWait(t *testing.T) {
 
 // API.md: the same event_id with the same body "is answered as the first time and applied
 // once". A retry of an accepted write past the rate limit is answered as the first time,
-// 202 (it was 429 rate_limited).
+// 202 (it was 429 rate_limited), and not counted or recorded as a refusal (it was, in
+// /metrics and /admin/anomalies); a new write past the limit is.
 func TestRetryOfAcceptedWriteNotRateLimited(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -54,6 +55,25 @@ func TestRetryOfAcceptedWriteNotRateLimited(t *testing.T) {
 	r := svc.submit(t, bob, `{"score": 2, "event_id": "r5-b2"}`)
 	if r.status != 202 || r.body["status"] != "accepted" {
 		t.Errorf("retry of an accepted write: got %d %s, want 202 accepted as the first time", r.status, r.raw)
+	}
+	if r := svc.submit(t, bob, `{"score": 3, "event_id": "r5-b3"}`); r.status != 429 {
+		t.Fatalf("a new write past the limit: %d %s", r.status, r.raw)
+	}
+	metricsShow(t, svc, `leaderboard_write_refusals_total{reason="rate_limited"} 1`)
+	admin := mintToken(t, "ops", "admin")
+	var items []any
+	eventually(t, 20*time.Second, func() string { // recorded in the background, in order
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=bob", admin, "")
+		items, _ = r.body["items"].([]any)
+		for _, it := range items {
+			if it.(map[string]any)["event_id"] == "r5-b3" {
+				return ""
+			}
+		}
+		return fmt.Sprintf("anomalies of bob: %d %s", r.status, r.raw)
+	})
+	if len(items) != 1 {
+		t.Errorf("anomalies of bob: %v, want only the refusal of r5-b3", items)
 	}
 }
 
