@@ -46,8 +46,15 @@ func (s *server) handleMatchPoint() http.HandlerFunc {
 			writeError(w, r, http.StatusNotFound, "unknown_board", "no match board, or a match id that is not 1 to 64 of [A-Za-z0-9_.-]", "")
 			return
 		}
-		if !claimsFrom(r.Context()).HasRole("server") {
-			s.reject(w, r, b.ID, &apiError{status: http.StatusForbidden, code: "forbidden", message: "match points come from game servers (role server)"}, "")
+		// A player's match point is refused as a server-only board's write is: counted and
+		// recorded (an anomaly of the token's user).
+		if c := claimsFrom(r.Context()); !c.HasRole("server") {
+			detail := ""
+			if messages.ValidUserID(userID) {
+				detail = "a match point for " + userID
+			}
+			s.reject(w, r, b.ID, s.Guard.refuse(guarded{board: b, userID: c.Subject, subject: c.Subject},
+				&apiError{status: http.StatusForbidden, code: "forbidden", message: "match points come from game servers (role server)"}, detail), "")
 			return
 		}
 		if !messages.ValidUserID(userID) {

@@ -159,6 +159,16 @@ func TestMatchPoints(t *testing.T) {
 			t.Errorf("%s %s %s: %d %s, want %d %s", c.method, c.path, c.body, r.status, r.raw, c.status, c.code)
 		}
 	}
+	// The player's match point is counted and recorded, as a server-only board's write is.
+	metricsShow(t, svc, `leaderboard_write_refusals_total{reason="forbidden"} 1`)
+	admin := mintToken(t, "ops", "admin")
+	eventually(t, 20*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=kim&reason=forbidden", admin, "")
+		if items, _ := r.body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["board"] != "match:m-1" {
+			return fmt.Sprintf("anomalies: %d %s", r.status, r.raw)
+		}
+		return ""
+	})
 }
 
 // TestIncrementEndpoint: seed 003's increment, with its answer fields; a retry adds once.
