@@ -61,12 +61,10 @@ func (s *server) handleIncrement() http.HandlerFunc {
 			s.reject(w, r, b.ID, badRequest("invalid_timestamp", "timestamp must be RFC 3339, e.g. 2026-11-23T10:00:00Z"), echoID)
 			return
 		}
-		action := ""
-		if req.ActionID != nil {
-			if action = *req.ActionID; !messages.ValidUserID(action) {
-				s.reject(w, r, b.ID, badRequest("invalid_action_id", "action_id must be 1 to 64 of [A-Za-z0-9_.:-]"), echoID)
-				return
-			}
+		action, e := actionOf(req.ActionID)
+		if e != nil {
+			s.reject(w, r, b.ID, e, echoID)
+			return
 		}
 		if s.Config.SigningSecret != "" {
 			// The user is checked first: a refusal is recorded as the named user's anomaly,

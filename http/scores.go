@@ -60,10 +60,11 @@ type boardWriteBody struct {
 	EventID  *string         `json:"event_id"`
 	UserID   *string         `json:"user_id"`
 	Metadata json.RawMessage `json:"metadata"`
+	ActionID *string         `json:"action_id"`
 }
 
 // decodeFlat reads a body of plain members (messages.ScanFlat) as encoding/json would;
-// metadata, an object, is never plain.
+// metadata, an object, is never plain, and a body with an action_id is read by encoding/json.
 func (b *boardWriteBody) decodeFlat(members []messages.FlatMember) bool {
 	value, eventID, userID, ok := decodeFlatWrite(members, "value")
 	if ok {
@@ -103,6 +104,17 @@ func flatString(m messages.FlatMember) *string {
 	return &s
 }
 
+// actionOf reads a write's action_id (for its board's action_cooldown): "" for none.
+func actionOf(raw *string) (string, *apiError) {
+	if raw == nil {
+		return "", nil
+	}
+	if !messages.ValidUserID(*raw) {
+		return "", badRequest("invalid_action_id", "action_id must be 1 to 64 of [A-Za-z0-9_.:-]")
+	}
+	return *raw, nil
+}
+
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
 func (s *server) handleSubmitScore() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +141,12 @@ func (s *server) handleBoardWrite() http.HandlerFunc {
 			s.reject(w, r, b.ID, e, "")
 			return
 		}
-		s.write(w, r, b, "value", writeRequest{Value: req.Value, EventID: req.EventID, UserID: req.UserID, Metadata: req.Metadata})
+		action, e := actionOf(req.ActionID)
+		if e != nil {
+			s.reject(w, r, b.ID, e, "")
+			return
+		}
+		s.write(w, r, b, "value", writeRequest{Value: req.Value, EventID: req.EventID, UserID: req.UserID, Metadata: req.Metadata, Action: action})
 	}
 }
 

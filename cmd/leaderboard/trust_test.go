@@ -27,7 +27,7 @@ const trustBoards = `{"boards": [
 	{"id": "global", "operator": "best", "period": "all_time"},
 	{"id": "points", "operator": "incr", "period": "all_time", "max_delta": 100, "action_cooldown": 30},
 	{"id": "arena", "operator": "best", "period": "all_time", "min_value": 0, "max_value": 1000, "rate_limit": "3/60s"},
-	{"id": "daily", "operator": "incr", "period": "daily", "max_delta": 1000}
+	{"id": "daily", "operator": "incr", "period": "daily", "max_delta": 1000, "action_cooldown": 60}
 ]}`
 
 func trustEnv(t *testing.T) (*testEnv, map[string]string) {
@@ -191,6 +191,8 @@ func TestRateLimits(t *testing.T) {
 // action_cooldown: inside it 429 cooldown_active with the seconds left; a retry of the
 // write holding it is answered as the first time; other actions and users go on; a write
 // that was not accepted gives the action back; after the cooldown (a moved clock) it is free.
+// Another board's cooldown holds for its writes through /v1/boards/{id}/scores (they took no
+// action_id: a cooldown set on a board but points could never be taken).
 func TestCooldowns(t *testing.T) {
 	t.Parallel()
 	env, vars := trustEnv(t)
@@ -231,6 +233,20 @@ func TestCooldowns(t *testing.T) {
 	clock.set(now.Add(31 * time.Second))
 	if r := inc(tok, "cd", "c-6", "quest-1", 5); r.status != 202 {
 		t.Errorf("after the cooldown: %d %s", r.status, r.raw)
+	}
+	// Any board's action_cooldown holds for its writes through /v1/boards/{id}/scores.
+	write := func(event, action string) response {
+		t.Helper()
+		return svc.do(t, http.MethodPost, "/v1/boards/daily/scores", tok, fmt.Sprintf(`{"value": 1, "event_id": %q, "action_id": %q}`, event, action))
+	}
+	if r := write("d-1", "chest-1"); r.status != 202 {
+		t.Errorf("a daily write with an action: %d %s", r.status, r.raw)
+	}
+	if r := write("d-2", "chest-1"); r.status != 429 || r.body["error_code"] != "cooldown_active" || r.header.Get("Retry-After") != "60" {
+		t.Errorf("the same action on daily inside its cooldown: %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.raw)
+	}
+	if r := write("d-3", "bad action"); r.status != 400 || r.body["error_code"] != "invalid_action_id" {
+		t.Errorf("an invalid action_id: %d %s", r.status, r.raw)
 	}
 	eventually(t, 30*time.Second, func() string { // through the whole pipeline, on a loaded machine
 		r := svc.do(t, http.MethodGet, "/v1/boards/points/users/cd", tok, "")
