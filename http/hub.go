@@ -139,6 +139,7 @@ type client struct {
 	lastVersion  int64     // newest snapshot version queued or handed out
 	lastEntries  []byte    // the entries of that snapshot (nil: none yet, or a new period)
 	userEvents   [][]byte
+	userVersion  int64 // the version of the newest own entry queued (0: none, or a new period)
 	lastTopWrite time.Time
 }
 
@@ -210,19 +211,36 @@ func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVer
 		return nil, err
 	}
 	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
-	h.offerOwnEntry(ctx, c)
+	h.offerOwnEntry(ctx, c, period)
 	return &Subscription{hub: h, c: c}, nil
 }
 
 // offerOwnEntry queues the stream user's own entry on the board period, when there is one,
 // so a client shows its rank from the start, also outside the top.
-func (h *Hub) offerOwnEntry(ctx context.Context, c *client) {
-	e, err := h.boards.User(ctx, c.board, c.period, c.user)
+func (h *Hub) offerOwnEntry(ctx context.Context, c *client, period string) {
+	e, err := h.boards.User(ctx, c.board, period, c.user)
 	if err != nil {
 		return
 	}
+	c.offerUser(c.board+":"+period, e.Version, h.renderUser(c.board, period, c.user, e))
+}
+
+// offerUser queues the user's own entry of the board period key at the entry's version,
+// unless the client follows another period now or holds a newer version of the entry
+// already: a read answered after a later one (the read at connect, or at a reset, and the
+// one of a change told meanwhile) never replaces what the client shows with an older entry.
+func (c *client) offerUser(key string, version int64, data []byte) {
 	c.mu.Lock()
-	c.userEvents = append(c.userEvents, h.renderUser(c.board, c.period, c.user, e))
+	if c.following != key || version < c.userVersion {
+		c.mu.Unlock()
+		return
+	}
+	c.userVersion = version
+	if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
+		c.userEvents = append(c.userEvents, data)
+	} else {
+		c.userEvents[len(c.userEvents)-1] = data
+	}
 	c.mu.Unlock()
 	c.signal()
 }
@@ -260,7 +278,7 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	// now is refused, and cannot replace the new period's (nor raise the version above it).
 	c.mu.Lock()
 	had := c.lastVersion
-	c.top, c.lastVersion, c.lastEntries, c.following = nil, -1, nil, c.board+":"+period
+	c.top, c.lastVersion, c.lastEntries, c.following, c.userVersion = nil, -1, nil, c.board+":"+period, 0
 	c.mu.Unlock()
 	h.mu.Lock()
 	h.leave(c)
@@ -277,7 +295,7 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	if snap.version > 0 || had <= 0 {
 		c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
 	}
-	h.offerOwnEntry(ctx, c)
+	h.offerOwnEntry(ctx, c, period)
 	return nil
 }
 
@@ -424,18 +442,7 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 		}
 		data := h.renderUser(board, period, u, e)
 		for _, c := range targets {
-			c.mu.Lock()
-			if c.following != key { // it moved to another period while its entry was read
-				c.mu.Unlock()
-				continue
-			}
-			if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
-				c.userEvents = append(c.userEvents, data)
-			} else {
-				c.userEvents[len(c.userEvents)-1] = data
-			}
-			c.mu.Unlock()
-			c.signal()
+			c.offerUser(key, e.Version, data) // not when it moved to another period meanwhile
 		}
 	}
 }

@@ -25,6 +25,9 @@ type RealtimeConfig struct {
 	TokenTTL time.Duration
 	// Retry is the reconnection delay suggested to clients (default 2 s).
 	Retry time.Duration
+	// MoveRetry is how long a stream waits before it reads the new period's snapshot again
+	// when the read at a reset failed (default 1 s, doubling to 30 s while it fails).
+	MoveRetry time.Duration
 }
 
 func (c *RealtimeConfig) setDefaults() {
@@ -39,6 +42,9 @@ func (c *RealtimeConfig) setDefaults() {
 	}
 	if c.Retry <= 0 {
 		c.Retry = 2 * time.Second
+	}
+	if c.MoveRetry <= 0 {
+		c.MoveRetry = time.Second
 	}
 }
 
@@ -146,13 +152,20 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 	fmt.Fprintf(&buf, "retry: %d\n: connected\n\n", s.Realtime.Retry.Milliseconds())
 	heartbeat := time.NewTicker(s.Realtime.Heartbeat)
 	defer heartbeat.Stop()
-	var later, reset <-chan time.Time
+	var later, reset, again <-chan time.Time
+	// A move whose snapshot read failed follows the new period already (its updates come)
+	// but the client has nothing of it yet: the read is tried again, backing off.
+	moveFailed, backoff := false, s.Realtime.MoveRetry
 	for {
 		if current != nil {
 			now := s.Periods.Now() // the period and its reset of one instant
-			if p := current(now); p != sub.Period() {
+			if p := current(now); p != sub.Period() || moveFailed && again == nil {
 				if err := sub.Move(r.Context(), p); err != nil {
-					s.Logger.Warn("realtime stream could not move to the new period", "board", b.Key(), "period", p, "err", err)
+					s.Logger.Warn("realtime stream could not read the snapshot of the new period; trying again", "board", b.Key(), "period", p, "err", err, "in", backoff)
+					moveFailed, again = true, time.After(backoff)
+					backoff = min(2*backoff, 30*time.Second)
+				} else {
+					moveFailed, again, backoff = false, nil, s.Realtime.MoveRetry
 				}
 			}
 			if at, ok := s.Periods.NextResetAt(b, now); ok && reset == nil {
@@ -185,6 +198,8 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 			later = nil
 		case <-reset:
 			reset = nil
+		case <-again:
+			again = nil
 		case <-sub.Ready():
 		}
 	}
