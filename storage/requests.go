@@ -112,10 +112,12 @@ func recordedHashes(ctx context.Context, q queryRows, keys []requestKey) (map[re
 }
 
 // insertRequestsSQL records requests (arguments: requestsArgs) and returns the keys that
-// are new.
+// are new. The keys go in one order, whatever the batch's: two processes' group commits
+// holding a retry of the same two requests in opposite orders would otherwise wait on
+// each other, and PostgreSQL would fail one batch, every command in it, as a deadlock.
 const insertRequestsSQL = `
 		INSERT INTO score_requests (event_id, body_hash, user_id, board_id)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[])
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[]) AS k(e, h, u, b) ORDER BY k.u, k.e
 		ON CONFLICT (user_id, event_id) DO NOTHING
 		RETURNING user_id, event_id`
 
