@@ -28,6 +28,7 @@ type OutboxClaim = interface {
 	Ack(ctx context.Context) error
 	Position() string
 	Acked() string
+	Rewind(ctx context.Context) (int64, error)
 	Close()
 }
 
@@ -37,8 +38,6 @@ type Outbox interface {
 	Claim(ctx context.Context, shard int) (OutboxClaim, error)
 	// Listen calls wake with the shard of every outbox commit until ctx ends or it fails.
 	Listen(ctx context.Context, wake func(shard int)) error
-	// Rewind moves a shard's position back past commands acknowledged but not applied.
-	Rewind(ctx context.Context, shard int) (int64, error)
 	// Backlog counts a shard's rows not forwarded yet.
 	Backlog(ctx context.Context, shard int) (int64, error)
 	// Prune deletes up to limit rows of a shard that are forwarded and applied.
@@ -257,7 +256,7 @@ func (r *Relay) holdShard(ctx context.Context, shard int) error {
 	// rewind (acked is cleared): the broker may be back without its data.
 	if pos := claim.Position(); pos == "" || pos != r.acked[shard] {
 		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
-		n, err := r.outbox.Rewind(rctx, shard)
+		n, err := claim.Rewind(rctx)
 		cancel()
 		if err != nil {
 			return err

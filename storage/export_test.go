@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 )
 
 // RelayReadSQL is the relay's read statement, for the test of its plan.
@@ -18,7 +18,7 @@ var PruneSQL = pruneSQL
 var DeleteForwardedSQL = deleteForwardedSQL
 
 // ClaimSession is the session a relay's claim holds its shard's lock on.
-func ClaimSession(c OutboxClaim) *pgxpool.Conn { return c.(*shardClaim).conn }
+func ClaimSession(c OutboxClaim) *pgx.Conn { return c.(*shardClaim).conn }
 
 // TableMaintenanceLooks counts m's looks at the tables' statistics for grown tables.
 func TableMaintenanceLooks(m *TableMaintenance) int64 { return m.looks.Load() }

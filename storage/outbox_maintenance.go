@@ -2,8 +2,10 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -72,9 +74,15 @@ func rowAttempts(alias string) string {
 // moves the position forward. It returns how many rows will be forwarded again.
 func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error) {
 	topic := m.schema.Topic(shard)
-	msgs, offs := m.schema.Messages.MessagesTable(topic), m.schema.Offsets.MessagesOffsetsTable(topic)
+	return rewind(ctx, m.pool, shard, m.schema.Messages.MessagesTable(topic), m.schema.Offsets.MessagesOffsetsTable(topic))
+}
+
+// rewind is Rewind of the shard's tables msgs and offs, on q.
+func rewind(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, shard int, msgs, offs string) (int64, error) {
 	var rewound int64
-	err := m.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		WITH first_pending AS (
 			SELECT o.transaction_id, o."offset" FROM `+msgs+` o
 			WHERE NOT `+rowDone("o")+`
@@ -100,22 +108,64 @@ func (m *OutboxMaintenance) Rewind(ctx context.Context, shard int) (int64, error
 // count. (Shards were always numbered from 0, so the first missing table ends them.) A
 // relay runs it at start; an API or projector process, or a maintenance command, need not.
 func CheckDroppedShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
-	for shard := shards; ; shard++ {
+	pending, err := pendingShards(ctx, pool, outbox, shards)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	shard := pending[len(pending)-1]
+	return fmt.Errorf("outbox shard %d (%s) holds commands not applied yet, and LEADERBOARD_OUTBOX_SHARDS=%d leaves it to no relay: run with at least %d shards until they are applied, then lower it",
+		shard, outbox.Messages.MessagesTable(outbox.Topic(shard)), shards, shard+1)
+}
+
+// RecordShardCount records the shard count an API process writes the outbox with, and
+// refuses one other than the recorded count while a shard holds a command not applied
+// yet: a user's shard depends on the count, so the user's next command would land in
+// another table than the one still waiting, forwarded apart from it, and could overtake
+// it. An API process runs it at start, after Migrate.
+func RecordShardCount(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
+	var recorded int
+	err := pool.QueryRow(ctx, `SELECT shards FROM outbox_settings`).Scan(&recorded)
+	switch {
+	case err == nil && recorded == shards:
+		return nil
+	case err == nil:
+		pending, err := pendingShards(ctx, pool, outbox, 0)
+		if err != nil {
+			return err
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("LEADERBOARD_OUTBOX_SHARDS=%d, but the outbox was written with %d shards and shards %v hold commands not applied yet: a user's next command would go to another shard than the one waiting and could be applied before it. Run with %d until they are applied (stop the API processes and let the relay and projector drain the outbox), then change it",
+				shards, recorded, pending, recorded)
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("read the outbox's shard count: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox_settings (shards) VALUES ($1) ON CONFLICT (id) DO UPDATE SET shards = excluded.shards`, shards); err != nil {
+		return fmt.Errorf("record the outbox's shard count: %w", err)
+	}
+	return nil
+}
+
+// pendingShards lists the outbox shards from first on whose table holds a command neither
+// applied nor dead-lettered.
+func pendingShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, first int) ([]int, error) {
+	var out []int
+	for shard := first; ; shard++ {
 		table := outbox.Messages.MessagesTable(outbox.Topic(shard))
 		var exists bool
 		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-			return fmt.Errorf("look for outbox shard %d: %w", shard, err)
+			return nil, fmt.Errorf("look for outbox shard %d: %w", shard, err)
 		}
 		if !exists {
-			return nil
+			return out, nil
 		}
 		var pending bool
 		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table+` o
 			WHERE NOT `+rowDone("o")+`)`).Scan(&pending); err != nil {
-			return fmt.Errorf("outbox shard %d: %w", shard, err)
+			return nil, fmt.Errorf("outbox shard %d: %w", shard, err)
 		}
 		if pending {
-			return fmt.Errorf("outbox shard %d (%s) holds commands not applied yet, and LEADERBOARD_OUTBOX_SHARDS=%d leaves it to no relay: run with at least %d shards until they are applied, then lower it", shard, table, shards, shard+1)
+			out = append(out, shard)
 		}
 	}
 }

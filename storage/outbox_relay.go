@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // OutboxClaim is a relay's hold on one outbox shard. It is an alias of an interface
@@ -26,6 +26,9 @@ type OutboxClaim = interface {
 	// claims its shard again finds the position it left if no other relay moved it.
 	Position() string
 	Acked() string
+	// Rewind moves the shard's position back past commands acknowledged but not applied
+	// (OutboxMaintenance.Rewind), on the claim's own session.
+	Rewind(ctx context.Context) (int64, error)
 	// Close releases the shard (it closes the session that holds its lock).
 	Close()
 }
@@ -35,43 +38,44 @@ const relayLock = `SELECT pg_try_advisory_lock(hashtextextended('leaderboard-rel
 
 // Claim takes a shard's session advisory lock on a connection of its own, so one relay
 // forwards the shard at a time. It returns nil without error when another relay holds it.
+// The connection is not the pool's: a claim holds it as long as it forwards the shard, and
+// claims of every shard (and their rewinds) on a pool smaller than the shard count would
+// leave the others waiting for a connection for good.
 func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, error) {
-	conn, err := m.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, err
 	}
+	drop := func() { conn.Close(context.WithoutCancel(ctx)) } //nolint:errcheck // a broken connection is dropped
 	var locked bool
 	if err := conn.QueryRow(ctx, relayLock, strconv.Itoa(shard)).Scan(&locked); err != nil {
-		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
-		conn.Release()
+		drop()
 		return nil, err
 	}
 	if !locked {
-		conn.Release()
+		drop()
 		return nil, nil
 	}
 	// The claim's acks need not wait for the WAL to reach the disk: an ack lost in a crash
 	// only makes the relay forward those rows again, which the projector recognises by
 	// their event ids (and Rewind moves the position back further anyway). Nothing else
-	// runs on this session: Close ends it rather than returning it to the pool. Over TCP,
-	// PostgreSQL probes the session after 10 s of silence and ends it when 3 probes 5 s
-	// apart go unanswered, or when what it sends goes unacknowledged for 30 s: a relay cut
-	// off by the network (whose calls time out, so it drops the session) gives the shard's
-	// lock up within about 30 s, not when the system's keepalive (2 hours by default) or
-	// retransmissions (about 15 minutes) notice.
+	// runs on this session: Close ends it. Over TCP, PostgreSQL probes the session after
+	// 10 s of silence and ends it when 3 probes 5 s apart go unanswered, or when what it
+	// sends goes unacknowledged for 30 s: a relay cut off by the network (whose calls time
+	// out, so it drops the session) gives the shard's lock up within about 30 s, not when
+	// the system's keepalive (2 hours by default) or retransmissions (about 15 minutes)
+	// notice.
 	if _, err := conn.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', false), set_config('tcp_keepalives_idle', '10', false),
 		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false),
 		set_config('tcp_user_timeout', '30000', false)`); err != nil {
-		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
-		conn.Release()
+		drop()
 		return nil, err
 	}
 	topic := m.schema.Topic(shard)
 	c := &shardClaim{conn: conn, shard: shard, msgs: m.schema.Messages.MessagesTable(topic), offs: m.schema.Offsets.MessagesOffsetsTable(topic)}
 	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+c.offs+`
 		WHERE consumer_group = $1), '')`, RelayConsumerGroup).Scan(&c.start); err != nil {
-		conn.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
-		conn.Release()
+		drop()
 		return nil, err
 	}
 	return c, nil
@@ -122,7 +126,7 @@ func relayReadSQL(msgs, offs string) string {
 
 // shardClaim reads and acknowledges one shard on the connection holding its lock.
 type shardClaim struct {
-	conn       *pgxpool.Conn
+	conn       *pgx.Conn
 	shard      int
 	msgs, offs string
 	// last is the position of the last row Read returned (offset and transaction id).
@@ -267,11 +271,14 @@ func (c *shardClaim) Ack(ctx context.Context) error {
 	return nil
 }
 
-// Close ends the session, which releases the shard's lock, rather than returning the
-// connection (and its lock) to the pool.
+// Close ends the session, which releases the shard's lock.
 func (c *shardClaim) Close() {
-	_ = c.conn.Conn().Close(context.Background())
-	c.conn.Release()
+	_ = c.conn.Close(context.Background())
+}
+
+// Rewind is OutboxMaintenance.Rewind of the claimed shard, on the claim's session.
+func (c *shardClaim) Rewind(ctx context.Context) (int64, error) {
+	return rewind(ctx, c.conn, c.shard, c.msgs, c.offs)
 }
 
 // MetaOutboxRow is the metadata key (messages.MetaOutboxRow) under which Read names the

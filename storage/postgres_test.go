@@ -199,3 +199,50 @@ func TestCheckDroppedShards(t *testing.T) {
 		t.Fatalf("2 shards while shard 2 holds only an applied command: %v", err)
 	}
 }
+
+// TestRecordShardCount: an API process records the shard count it writes the outbox with;
+// another count is refused while a shard holds a command not applied yet (a user's next
+// command would go to another shard and could overtake it), and taken once they are
+// applied. (Raising LEADERBOARD_OUTBOX_SHARDS under a backlog put a user's commands in two
+// shards, forwarded apart: found by a review.)
+func TestRecordShardCount(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 2)
+	ctx := testContext(t)
+	schema := storage.NewOutboxSchema()
+	recorded := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT shards FROM outbox_settings`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := storage.RecordShardCount(ctx, pool, schema, 2); err != nil || recorded() != 2 {
+		t.Fatalf("the first count: %v", err)
+	}
+	if err := storage.RecordShardCount(ctx, pool, schema, 4); err != nil || recorded() != 4 {
+		t.Fatalf("another count while the outbox holds nothing: %v", err)
+	}
+	if err := storage.RecordShardCount(ctx, pool, schema, 2); err != nil || recorded() != 2 {
+		t.Fatalf("back: %v", err)
+	}
+	table := schema.Messages.MessagesTable(schema.Topic(1))
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id) VALUES ('e-1', '{}', '{"partition_key":"u1"}', pg_current_xact_id())`); err != nil {
+		t.Fatal(err)
+	}
+	err := storage.RecordShardCount(ctx, pool, schema, 4)
+	if err == nil || !strings.Contains(err.Error(), "[1]") || recorded() != 2 {
+		t.Fatalf("4 shards while shard 1 of 2 holds a command not applied: %v, recorded %d", err, recorded())
+	}
+	if err := storage.RecordShardCount(ctx, pool, schema, 2); err != nil {
+		t.Fatalf("the recorded count while commands wait: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO score_history (event_id, board_id, period, user_id, operator, value, occurred_at)
+		VALUES ('e-1', 'global', 'all_time', 'u1', 'best', 5, now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.RecordShardCount(ctx, pool, schema, 4); err != nil || recorded() != 4 {
+		t.Fatalf("4 shards once the command is applied: %v", err)
+	}
+}

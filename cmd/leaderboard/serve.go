@@ -123,6 +123,13 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 			return d, closeAll, err
 		}
 	}
+	// An API writing with another shard count than the commands still waiting would put a
+	// user's next command in another shard, where it could overtake them.
+	if cfg.Runs(configs.RoleAPI) {
+		if err := storage.RecordShardCount(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
+			return d, closeAll, err
+		}
+	}
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
 	closers = append(closers, func() { _ = d.db.Close() })
 
