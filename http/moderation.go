@@ -63,10 +63,11 @@ func reasonOf(reason string) *apiError {
 func badReasonRune(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f }
 
 // moderationCommand is the outbox command of a moderation action, with its idempotency
-// hash over what it does: the period as the request named it (requested; "" for the
-// current one), not the one it resolved to, so that a retry after a reset is the same
-// request (as a player's write is), answered as the first time and not 409.
-func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted, requested string) (storage.Command, *apiError) {
+// hash over what it does and why (reason: the request's body is the same only with the
+// same reason): the period as the request named it (requested; "" for the current one),
+// not the one it resolved to, so that a retry after a reset is the same request (as a
+// player's write is), answered as the first time and not 409.
+func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted, requested, reason string) (storage.Command, *apiError) {
 	msg, err := commandMessage(cmd, requestIDFrom(r.Context()))
 	if err != nil {
 		return storage.Command{}, &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()}
@@ -74,7 +75,7 @@ func moderationCommand(r *http.Request, cmd messages.ScoreSubmitted, requested s
 	if requested == "current" {
 		requested = ""
 	}
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%s|%d", cmd.Op, cmd.Board, requested, cmd.UserID, cmd.Value))
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%s|%d|%s", cmd.Op, cmd.Board, requested, cmd.UserID, cmd.Value, reason))
 	return storage.Command{EventID: cmd.EventID, UserID: cmd.UserID, Board: cmd.Board, BodyHash: h[:], Msg: msg}, nil
 }
 
@@ -186,7 +187,7 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 		if !banned {
 			action = "user.unban"
 		}
-		cmd, e := moderationCommand(r, messages.ScoreSubmitted{Op: messages.OpSync, EventID: uuid.NewString(), UserID: userID, OccurredAt: s.Now().UTC()}, "")
+		cmd, e := moderationCommand(r, messages.ScoreSubmitted{Op: messages.OpSync, EventID: uuid.NewString(), UserID: userID, OccurredAt: s.Now().UTC()}, "", "")
 		if e != nil {
 			writeError(w, r, e.status, e.code, e.message, "")
 			return
@@ -332,7 +333,7 @@ func (s *server) moderatedEntry(w http.ResponseWriter, r *http.Request) (configs
 // event id is answered the same (with the period the command was applied to), another
 // command with it 409. requested is the period as the request named it.
 func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.ScoreSubmitted, requested, action, reason string, detail map[string]any) {
-	cmd, e := moderationCommand(r, msg, requested)
+	cmd, e := moderationCommand(r, msg, requested, reason)
 	if e != nil {
 		writeError(w, r, e.status, e.code, e.message, msg.EventID)
 		return

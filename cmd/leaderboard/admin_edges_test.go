@@ -395,3 +395,25 @@ func TestTrailCursorsPastInt32(t *testing.T) {
 		}
 	}
 }
+
+// TestAdjustEventIDReusedWithAnotherReasonIs409: API.md says the same event_id with a
+// different body is 409. An adjustment's body is {"value", "period"?, "reason",
+// "event_id"?}. The idempotency hash left the reason out, so a second adjustment under the
+// same event id with another reason was answered as the first (202), and the audit trail
+// kept only the first reason (found by a review).
+func TestAdjustEventIDReusedWithAnotherReasonIs409(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, admin := mintToken(t, "gs", "server"), mintToken(t, "mod", "admin")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, `{"value": 500, "user_id": "rz"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/rz/adjust?wait=true", admin, `{"value": 400, "reason": "bugged level", "event_id": "rz-1"}`); r.status != 200 {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	r := svc.do(t, http.MethodPost, "/admin/boards/global/entries/rz/adjust", admin, `{"value": 400, "reason": "a different reason", "event_id": "rz-1"}`)
+	if r.status != http.StatusConflict {
+		t.Errorf("the same event id with another reason: %d %s, want 409 event_id_conflict", r.status, r.raw)
+	}
+}
