@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
 )
 
 // TestRemoveBannedEntry: an admin bans a cheater, then removes the cheated entry before an
@@ -416,4 +419,28 @@ func TestAdjustEventIDReusedWithAnotherReasonIs409(t *testing.T) {
 	if r.status != http.StatusConflict {
 		t.Errorf("the same event id with another reason: %d %s, want 409 event_id_conflict", r.status, r.raw)
 	}
+}
+
+// TestAPIRefusesAnotherShardCountWhileCommandsWait: an API process records the outbox's
+// shard count; started again with another count while a command it accepted still waits
+// in the outbox (no relay runs here), it refuses to start, naming the variable: a user's
+// next command would go to another shard than the one waiting and could overtake it.
+// With the recorded count it starts.
+func TestAPIRefusesAnotherShardCountWhileCommandsWait(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	api := map[string]string{"LEADERBOARD_ROLES": "api"}
+	svc := env.start(api)
+	if r := svc.submit(t, mintToken(t, "sc"), `{"score": 1, "event_id": "sc-1"}`); r.status != 202 {
+		t.Fatalf("submit: %d %s", r.status, r.raw)
+	}
+	svc.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logs := &storagetest.SyncBuffer{}
+	more := map[string]string{"LEADERBOARD_ROLES": "api", "LEADERBOARD_OUTBOX_SHARDS": "8"}
+	if err := runWith(ctx, nil, env.getenv(more), logs, time.Now); err == nil || !strings.Contains(err.Error(), "LEADERBOARD_OUTBOX_SHARDS=8") {
+		t.Fatalf("an API with 8 shards while a command waits in the outbox of 2: %v, want a refusal to start\n%s", err, logs.String())
+	}
+	env.start(api).stop(t)
 }
