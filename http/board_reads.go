@@ -80,7 +80,7 @@ func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string
 
 // errNoMatch is a read of a match that never had a point (404 unknown_board, also where
 // other reads answer storage.ErrNotFound as a user without an entry).
-var errNoMatch = errors.New("no such match (it has no entry)")
+var errNoMatch = errors.New("no such match (it never had an entry)")
 
 // read runs one read against the right store.
 func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
@@ -99,6 +99,7 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 		case xerr != nil:
 			return xerr
 		case !ok:
+			*degraded = errors.Is(err, storage.ErrUnavailable) // PostgreSQL answered, for a Redis down
 			return fmt.Errorf("match %q: %w: %w", b.Match, errNoMatch, storage.ErrNotFound)
 		case errors.Is(err, storage.ErrUnavailable):
 			return r.orFallback(err, degraded, read)

@@ -116,10 +116,13 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 	return e, nil
 }
 
-// Exists reports whether a board period has any entry in PostgreSQL.
+// Exists reports whether a board period ever had an entry in PostgreSQL: one shown, a
+// banned user's (hidden) or one removed since. A match whose players were all banned or
+// removed still exists (an empty board), as Redis answers it while it holds the match.
 func (r *Ranks) Exists(ctx context.Context, board, period string) (bool, error) {
 	var ok bool
-	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM visible_entries WHERE board_id = $1 AND period = $2)`, board, period).Scan(&ok)
+	err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM board_entries WHERE board_id = $1 AND period = $2)
+		OR EXISTS (SELECT 1 FROM removed_entries WHERE board_id = $1 AND period = $2)`, board, period).Scan(&ok)
 	return ok, unavailable("board exists", err)
 }
 

@@ -162,7 +162,7 @@ func (m Mirror) CurrentTop(ctx context.Context, t Target) (Top, error) {
 	return m.Boards.Top(ctx, t.Board, t.Period, m.TopN())
 }
 
-// Exists reports whether PostgreSQL has any entry of a board period.
+// Exists reports whether PostgreSQL ever had an entry of a board period (Ranks.Exists).
 func (m Mirror) Exists(ctx context.Context, board, period string) (bool, error) {
 	return m.Ranks.Exists(ctx, board, period)
 }
