@@ -67,6 +67,16 @@ func ParseBoards(raw []byte) ([]Board, error) {
 		seen[b.ID] = true
 		boards = append(boards, b)
 	}
+	// Match points (POST /v1/matches/{match_id}/users/{user_id}/point) add to the first
+	// match board; another one may keep, say, the best of a match.
+	for _, b := range boards {
+		if b.Period == PeriodMatch {
+			if b.Operator != OpIncr {
+				return nil, fmt.Errorf("board %q: operator: %q: match points add to the first board of period match: want incr", b.ID, b.Operator)
+			}
+			break
+		}
+	}
 	return boards, nil
 }
 

@@ -150,3 +150,24 @@ func TestShippedExampleFile(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchBoardMustAdd: POST /v1/matches/{id}/users/{user}/point adds the point to
+// match:{id} (API.md, Writes), and the file validation already insists that the boards fed
+// by match points (match_points) are incr boards and that "global"/"points" have the
+// operators their endpoints rely on; so is the match board now (the first of period match,
+// which match points write): a file whose match board was `best` or `set` was accepted, and
+// match points kept the best (or the last) point of a match instead of adding them (found
+// by a review). A second board of period match may keep what it likes.
+func TestMatchBoardMustAdd(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"best", "set"} {
+		file := `{"boards": [{"id": "match", "operator": "` + op + `", "period": "match"}]}`
+		if boards, err := configs.ParseBoards([]byte(file)); err == nil {
+			t.Errorf("%s: accepted as %+v; match points add to the match board, want incr", file, boards)
+		}
+	}
+	two := `{"boards": [{"id": "match", "operator": "incr", "period": "match"}, {"id": "race", "operator": "best", "period": "match"}]}`
+	if _, err := configs.ParseBoards([]byte(two)); err != nil {
+		t.Errorf("%s: %v; a second match board may keep the best", two, err)
+	}
+}

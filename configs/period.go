@@ -139,6 +139,9 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
 	want := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Format(time.DateOnly) // normalized
 	reached := func(t time.Time) bool { return t.In(loc).Format(time.DateOnly) >= want }
 	lo, hi := time.Date(y, m, d-1, 12, 0, 0, 0, loc), time.Date(y, m, d, 12, 0, 0, 0, loc)
+	for reached(lo) { // the day before was skipped (time.Date moved its noon onto the date)
+		lo = lo.Add(-6 * time.Hour)
+	}
 	for !reached(hi) { // a zone whose noon is still yesterday: look later
 		hi = hi.Add(6 * time.Hour)
 	}

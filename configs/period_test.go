@@ -189,3 +189,34 @@ func TestValidPeriodAndShift(t *testing.T) {
 		}
 	}
 }
+
+// TestPeriodStartAfterASkippedDate: Samoa (Pacific/Apia) skipped 2011-12-30: local
+// time went from 2011-12-29T23:59:59-10:00 to 2011-12-31T00:00:00+14:00. The day
+// 2011-12-31 starts at its local midnight (2011-12-30T10:00:00Z); events accepted from then
+// on count for it (PeriodAt), so its start cannot be 12 hours later: dayStart's lower bound
+// (noon of the skipped day) was normalized by time.Date to noon of the 31st, already past
+// the day's start, and the search never ran (found by a review).
+func TestPeriodStartAfterASkippedDate(t *testing.T) {
+	t.Parallel()
+	apia := zone(t, "Pacific/Apia")
+	midnight := utc("2011-12-30T10:00:00Z") // 2011-12-31T00:00:00+14:00
+	if got := daily.PeriodAt(midnight, apia, ""); got != "2011-12-31" {
+		t.Fatalf("PeriodAt(%s) = %s", midnight, got)
+	}
+	if got := daily.PeriodAt(midnight.Add(-time.Second), apia, ""); got != "2011-12-29" {
+		t.Fatalf("PeriodAt(%s) = %s", midnight.Add(-time.Second), got)
+	}
+	for _, p := range []string{"2011-12-31", "2011-12-30"} { // the skipped date starts where the next one does
+		start, ok := daily.PeriodStart(p, apia)
+		if !ok || !start.Equal(midnight) {
+			t.Errorf("PeriodStart(%s, Pacific/Apia) = %s (%s), want %s", p, start.UTC().Format(time.RFC3339),
+				start.In(apia).Format(time.RFC3339), midnight.Format(time.RFC3339))
+		}
+	}
+	// With one past period kept, Redis keeps 2011-12-29 until 2011-12-31 starts (plus an hour of grace).
+	c := configs.Config{Timezone: apia, PastPeriodsInRedis: 1}
+	ttl, _ := c.RedisLife(daily, "2011-12-29", midnight.Add(-time.Hour)) // ends at the start of 2011-12-31, plus 1h grace
+	if want := 2 * time.Hour; ttl != want {
+		t.Errorf("RedisLife(2011-12-29) at 23:00 local = %s, want %s", ttl, want)
+	}
+}
