@@ -38,24 +38,27 @@ const relayLock = `SELECT pg_try_advisory_lock(hashtextextended('leaderboard-rel
 
 // Claim takes a shard's session advisory lock on a connection of its own, so one relay
 // forwards the shard at a time. It returns nil without error when another relay holds it.
-// The connection is not the pool's: a claim holds it as long as it forwards the shard, and
-// claims of every shard (and their rewinds) on a pool smaller than the shard count would
-// leave the others waiting for a connection for good.
+// A claim takes its connection out of the pool (a try that finds the lock taken gives it
+// back): it holds it as long as it forwards the shard, and claims of every shard (and their
+// rewinds) on a pool smaller than the shard count would leave the others waiting for a
+// connection for good.
 func (m *OutboxMaintenance) Claim(ctx context.Context, shard int) (OutboxClaim, error) {
-	conn, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
+	pooled, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	drop := func() { conn.Close(context.WithoutCancel(ctx)) } //nolint:errcheck // a broken connection is dropped
 	var locked bool
-	if err := conn.QueryRow(ctx, relayLock, strconv.Itoa(shard)).Scan(&locked); err != nil {
-		drop()
+	if err := pooled.QueryRow(ctx, relayLock, strconv.Itoa(shard)).Scan(&locked); err != nil {
+		pooled.Conn().Close(ctx) //nolint:errcheck // a broken connection is dropped
+		pooled.Release()
 		return nil, err
 	}
 	if !locked {
-		drop()
+		pooled.Release()
 		return nil, nil
 	}
+	conn := pooled.Hijack()
+	drop := func() { conn.Close(context.WithoutCancel(ctx)) } //nolint:errcheck // a broken connection is dropped
 	// The claim's acks need not wait for the WAL to reach the disk: an ack lost in a crash
 	// only makes the relay forward those rows again, which the projector recognises by
 	// their event ids (and Rewind moves the position back further anyway). Nothing else
