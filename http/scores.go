@@ -190,7 +190,11 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
-	for _, x := range append([]configs.Board{b}, req.Also...) {
+	for i := -1; i < len(req.Also); i++ { // the board, then the ones the value also counts for
+		x := b
+		if i >= 0 {
+			x = req.Also[i]
+		}
 		if !x.InBounds(value) {
 			s.reject(w, r, b.ID, s.Guard.refuse(gw, badRequest("value_out_of_range", "%s", boundsMessage(x)), fmt.Sprintf("%s %d", valueField, value)), echoID)
 			return
@@ -233,13 +237,12 @@ func (s *server) reject(w http.ResponseWriter, r *http.Request, board string, e 
 
 // parseInteger reads a JSON integer (not a string, fraction or exponent) that fits int64.
 func parseInteger(field string, raw json.RawMessage) (int64, *apiError) {
-	code := "invalid_" + field
 	if len(raw) == 0 || string(raw) == "null" {
-		return 0, badRequest(code, "%s is required", field)
+		return 0, badRequest("invalid_"+field, "%s is required", field)
 	}
 	v, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, badRequest(code, "%s must be a JSON integer (int64), got %s", field, raw)
+		return 0, badRequest("invalid_"+field, "%s must be a JSON integer (int64), got %s", field, raw)
 	}
 	return v, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -447,5 +449,33 @@ func TestCursorWalk(t *testing.T) {
 		if r := svc.do(t, http.MethodGet, path, viewer, ""); r.status != 400 || r.body["error_code"] != code {
 			t.Errorf("%s: %d %s", name, r.status, r.raw)
 		}
+	}
+}
+
+// TestMatchPointWithinEveryBoardsBounds: a match point counts for the day and the season too,
+// so it must be within each of their bounds, not only the match board's.
+func TestMatchPointWithinEveryBoardsBounds(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	file := filepath.Join(t.TempDir(), "boards.json")
+	boards := `{"boards": [
+	{"id": "global", "operator": "best", "period": "all_time"},
+	{"id": "daily", "operator": "incr", "period": "daily", "server_only": true, "match_points": true, "max_delta": 1000},
+	{"id": "season", "operator": "incr", "period": "season", "server_only": true, "match_points": true, "max_delta": 5},
+	{"id": "match", "operator": "incr", "period": "match", "server_only": true, "max_delta": 1000}
+]}`
+	if err := os.WriteFile(file, []byte(boards), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc := env.start(map[string]string{"LEADERBOARD_BOARDS_FILE": file})
+	srv := mintToken(t, "gs", "server")
+	if r := svc.do(t, "POST", "/v1/matches/m-1/users/kim/point", srv, `{"point": 6}`); r.status != 400 || r.body["error_code"] != "value_out_of_range" {
+		t.Errorf("a point over the season's max_delta: %d %s, want 400 value_out_of_range", r.status, r.raw)
+	}
+	if r := svc.do(t, "POST", "/v1/matches/m-1/users/kim/point?wait=true", srv, `{"point": 5}`); r.status != 200 {
+		t.Fatalf("a point within every board's bounds: %d %s", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'kim'`); n != 3 {
+		t.Errorf("kim has %d history rows, want 3 (the accepted point on match, day and season)", n)
 	}
 }
