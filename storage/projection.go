@@ -355,7 +355,11 @@ func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []E
 type historyKey struct{ user, id, board, period string }
 
 // queueRecordHistory queues the insert of the events into score_history; done gets the
-// events that were not there yet.
+// events that were not there yet. An event is there when the history holds its user's
+// event id on any board period: one command's rows (a match point's three) go in
+// together, so only a command seen before finds one, also when its board period differs,
+// as a retry's does once its event id left the request log (the API decides the period at
+// acceptance: a daily board's retry comes for a later day).
 func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[historyKey]bool)) {
 	n := len(events)
 	ids, boards, periods, ops, users := make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n), make(pgTexts, n)
@@ -367,6 +371,8 @@ func queueRecordHistory(b *pgx.Batch, events []ScoreEvent, done func(fresh map[h
 	b.Queue(`
 		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at, metadata)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::jsonb[])
+			AS k(event_id, board_id, period, operator, user_id, value, occurred_at, metadata)
+		WHERE NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = k.user_id AND h.event_id = k.event_id)
 		ON CONFLICT (user_id, event_id, board_id, period) DO NOTHING
 		RETURNING user_id, event_id, board_id, period`, ids, boards, periods, ops, users, values, times, metas).Query(func(rows pgx.Rows) error {
 		fresh := map[historyKey]bool{}
