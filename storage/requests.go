@@ -193,7 +193,9 @@ func (r *RequestLog) Check(ctx context.Context, userID, eventID string, hash []b
 // its entry of period) under the client's event id, unless the event id is recorded
 // already: New (Accepted) when it was not, else Duplicate or Conflict by the body hash,
 // with whether the recorded request was itself answered unchanged (a retry answered so
-// again) or accepted, and the period it was answered for (this one when new).
+// again) or accepted, and the period it was answered for (this one when new). Its time is
+// at, or PostgreSQL's when later (accepted commands are stamped by PostgreSQL's clock, which
+// the retention reads too).
 func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board, period string, hash []byte, at time.Time) (AcceptOutcome, bool, string, error) {
 	// One row: the insert's, or (the insert's snapshot cannot see its own row) the one
 	// recorded before.
@@ -203,7 +205,7 @@ func (r *RequestLog) RecordUnchanged(ctx context.Context, userID, eventID, board
 	err := r.pool.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO score_requests (event_id, body_hash, user_id, board_id, unchanged, accepted_at, period)
-			VALUES ($2, $3, $1, $4, true, $5, $6)
+			VALUES ($2, $3, $1, $4, true, greatest($5::timestamptz, now()), $6)
 			ON CONFLICT (user_id, event_id) DO NOTHING
 			RETURNING true)
 		SELECT true, ''::bytea, true, $6::text FROM ins

@@ -25,7 +25,9 @@ type RetentionConfig struct {
 	History   time.Duration
 	Anomalies int
 	Interval  time.Duration
-	// Now is the clock (time.Now when nil).
+	// Now is the process's clock (time.Now when nil). A row goes once it is older than its
+	// retention by this clock and by PostgreSQL's, which stamped it: a relay whose clock
+	// runs ahead never takes event ids out of their window early.
 	Now func() time.Time
 }
 
@@ -50,21 +52,23 @@ func (r *Retention) Prune(ctx context.Context) (Pruned, error) {
 	var p Pruned
 	var err error
 	now := r.cfg.Now()
-	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, now.Add(-r.cfg.EventIDs)); err != nil {
+	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, now, r.cfg.EventIDs); err != nil {
 		return p, err
 	}
-	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now.Add(-r.cfg.History)); err != nil {
+	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now, r.cfg.History); err != nil {
 		return p, err
 	}
 	p.Anomalies, err = r.anomalies.Prune(ctx, r.cfg.Anomalies)
 	return p, err
 }
 
-// deleteOlder deletes the rows of table whose column is before cutoff, a batch at a time.
-func (r *Retention) deleteOlder(ctx context.Context, table, column string, cutoff time.Time) (int64, error) {
+// deleteOlder deletes the rows of table whose column is more than age before now and
+// before PostgreSQL's now(), a batch at a time.
+func (r *Retention) deleteOlder(ctx context.Context, table, column string, now time.Time, age time.Duration) (int64, error) {
 	var total int64
 	for {
-		tag, err := r.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (SELECT ctid FROM `+table+` WHERE `+column+` < $1 LIMIT $2)`, cutoff, pruneBatch)
+		tag, err := r.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (SELECT ctid FROM `+table+` WHERE `+column+
+			` < least($1::timestamptz, now()) - $3::bigint * interval '1 microsecond' LIMIT $2)`, now, pruneBatch, age.Microseconds())
 		if err != nil {
 			return total, unavailable("prune "+table, err)
 		}

@@ -36,8 +36,15 @@ func TestRetryAfterEventIDRetentionOnADailyBoard(t *testing.T) {
 	}
 
 	// Two days later the relay's retention (event ids 24 h, history 90 days) prunes the
-	// request log's row; the history row stays.
+	// request log's row; the history row stays. (The rows were stamped by PostgreSQL's
+	// clock, which the retention reads too: they are made two days old.)
 	clock.set(start.Add(48 * time.Hour))
+	for _, q := range []string{`UPDATE score_requests SET accepted_at = accepted_at - interval '48 hours'`,
+		`UPDATE score_history SET applied_at = applied_at - interval '48 hours'`} {
+		if _, err := env.db().Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 24 * time.Hour, History: 90 * 24 * time.Hour,
 		Anomalies: 100, Interval: time.Hour, Now: clock.now}, slog.New(slog.DiscardHandler))
 	if _, err := r.Prune(context.Background()); err != nil {
