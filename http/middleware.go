@@ -69,6 +69,21 @@ func (s *server) requestID(next http.Handler) http.Handler {
 	})
 }
 
+// decodedPath routes on the decoded path, so that a path parameter encoded by its client
+// (steam%3A42, match%3Am1: encodeURIComponent encodes ':') reads as it does unencoded, as
+// query parameters do. chi routes on the raw path when the URL has one; no id may hold
+// '/', so an encoded one ends in a route that does not exist either way.
+func decodedPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawPath != "" {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				rctx.RoutePath = r.URL.Path
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // observe records request metrics by route pattern, and logs server errors (failLog).
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

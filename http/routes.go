@@ -17,7 +17,7 @@ import (
 // routing, so a wrong method is answered 405 before any token is looked at.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, securityHeaders, s.observe, s.recoverPanics)
+	r.Use(decodedPath, s.requestID, securityHeaders, s.observe, s.recoverPanics)
 	if s.Config.UsesDevSecret() {
 		r.Use(loopbackHostOnly)
 	}

@@ -118,8 +118,11 @@ func actionOf(raw *string) (string, *apiError) {
 // handleSubmitScore answers POST /v1/scores: a best score on the global board.
 func (s *server) handleSubmitScore() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		b, ok := s.board(w, r, globalBoard) // a boards file may leave it out
+		if !ok {
+			return
+		}
 		var req scoreBody
-		b, _ := s.Config.Board(globalBoard)
 		if e := decodeStrict(w, r, &req); e != nil {
 			s.reject(w, r, b.ID, e, "")
 			return
