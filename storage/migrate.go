@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -42,14 +43,30 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shard
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for shard := range shards {
-		for _, q := range outbox.InitQueries(shard) {
-			if _, err := pool.Exec(ctx, q); err != nil {
-				return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
+	return createOutboxShards(ctx, pool, outbox, shards)
+}
+
+// outboxShardsLockID is the advisory lock under which a process creates the outbox tables:
+// processes starting together (compose starts every role at once) would otherwise race in
+// CREATE TABLE IF NOT EXISTS, which fails one of them on PostgreSQL's catalog.
+const outboxShardsLockID = 7_345_112_003
+
+// createOutboxShards creates the outbox tables of every shard that lacks them, in one
+// transaction under outboxShardsLockID.
+func createOutboxShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(outboxShardsLockID)); err != nil {
+			return fmt.Errorf("migrate: outbox shards: %w", err)
+		}
+		for shard := range shards {
+			for _, q := range outbox.InitQueries(shard) {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // adoptHandWrittenVersions carries a database migrated by the service's earlier,

@@ -120,6 +120,25 @@ func TestMigrateConcurrentStarts(t *testing.T) {
 	if !tableExists(t, pool, "score_history") || !tableExists(t, pool, `"watermill_score_commands_1"`) {
 		t.Errorf("tables missing after concurrent Migrate")
 	}
+	// Processes started together with more shards than the database has race to create
+	// the new shards' tables (CREATE TABLE IF NOT EXISTS fails one of two on the catalog).
+	errs = make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = storage.Migrate(ctx, pool, storage.NewOutboxSchema(), 12)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Migrate with new shards %d: %v", i, err)
+		}
+	}
+	if !tableExists(t, pool, `"watermill_score_commands_11"`) {
+		t.Errorf("shard 11 missing after concurrent Migrate")
+	}
 }
 
 // TestMigrateAdoptsTheHandWrittenMigrator: a database migrated by the earlier, hand-written
