@@ -21,7 +21,7 @@ var servers = storagetest.FromEnv(os.Getenv)
 // testContext is a context that ends with the test and bounds it in time.
 func testContext(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // under -race on a slow shared machine
 	t.Cleanup(cancel)
 	return ctx
 }
