@@ -177,7 +177,7 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		queueLockEntries(b, named)
 	}
 	// Syncs are recorded too (without board or period), so the relay sees them applied.
-	queueRecordHistory(b, events, func(f map[historyKey]bool) { fresh = f })
+	queueRecordHistory(b, firstCommands(events), func(f map[historyKey]bool) { fresh = f })
 	if len(named) > 0 {
 		queueReadEntries(b, named, current)
 		queueReadRemoved(b, named, gone)
@@ -353,6 +353,36 @@ func namedEntries(named []EntryKey, current map[EntryKey]EntryState, removed []E
 }
 
 type historyKey struct{ user, id, board, period string }
+
+// firstCommands leaves out the events of a command that reuses a user's event id of an
+// earlier command of the batch (a retry sent after the event id left the request log,
+// behind the command it repeats: accepted later, so another time): the history's check
+// reads the history as it was before the batch. One command's events (a match point's
+// three boards) share their time.
+func firstCommands(events []ScoreEvent) []ScoreEvent {
+	type userEvent struct{ user, id string }
+	first := make(map[userEvent]time.Time, len(events))
+	var out []ScoreEvent // nil while no event is left out
+	for i, e := range events {
+		k := userEvent{e.UserID, e.EventID}
+		t, seen := first[k]
+		if !seen {
+			first[k] = e.OccurredAt
+		}
+		switch {
+		case seen && !t.Equal(e.OccurredAt):
+			if out == nil {
+				out = append(make([]ScoreEvent, 0, len(events)), events[:i]...)
+			}
+		case out != nil:
+			out = append(out, e)
+		}
+	}
+	if out == nil {
+		return events
+	}
+	return out
+}
 
 // queueRecordHistory queues the insert of the events into score_history; done gets the
 // events that were not there yet. An event is there when the history holds its user's
