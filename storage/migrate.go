@@ -5,8 +5,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -51,22 +51,33 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shard
 // CREATE TABLE IF NOT EXISTS, which fails one of them on PostgreSQL's catalog.
 const outboxShardsLockID = 7_345_112_003
 
-// createOutboxShards creates the outbox tables of every shard that lacks them, in one
-// transaction under outboxShardsLockID.
+// createOutboxShards creates the outbox tables of every shard that lacks them, holding
+// outboxShardsLockID for its session; each statement commits on its own, so a table
+// locked by one (a new shard's) is not held while the next waits.
 func createOutboxShards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, shards int) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(outboxShardsLockID)); err != nil {
-			return fmt.Errorf("migrate: outbox shards: %w", err)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: outbox shards: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(outboxShardsLockID)); err != nil {
+		return fmt.Errorf("migrate: outbox shards: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, int64(outboxShardsLockID)); err != nil {
+			_ = conn.Conn().Close(uctx) // a session that cannot unlock is ended, which unlocks
 		}
-		for shard := range shards {
-			for _, q := range outbox.InitQueries(shard) {
-				if _, err := tx.Exec(ctx, q); err != nil {
-					return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
-				}
+	}()
+	for shard := range shards {
+		for _, q := range outbox.InitQueries(shard) {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return fmt.Errorf("migrate: outbox shard %d: %w", shard, err)
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // adoptHandWrittenVersions carries a database migrated by the service's earlier,

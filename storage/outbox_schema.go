@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 )
@@ -33,7 +34,15 @@ func (s OutboxSchema) InitQueries(shard int) []string {
 	for _, q := range s.Offsets.SchemaInitializingQueries(s.Topic(shard)) {
 		qs = append(qs, q.Query)
 	}
-	qs = append(qs, `ALTER TABLE `+s.Messages.MessagesTable(s.Topic(shard))+` ALTER COLUMN uuid TYPE TEXT`)
+	// uuid holds any event id (up to 64 characters; watermill-sql makes it VARCHAR(36)).
+	// Altered only while it is not TEXT: an ALTER TABLE locks the table exclusively, and
+	// every process runs these at its start.
+	table := s.Messages.MessagesTable(s.Topic(shard))
+	qs = append(qs, `DO $$ BEGIN
+		IF (SELECT atttypid FROM pg_attribute WHERE attrelid = '`+strings.ReplaceAll(table, `'`, `''`)+`'::regclass AND attname = 'uuid') <> 'text'::regtype THEN
+			ALTER TABLE `+table+` ALTER COLUMN uuid TYPE TEXT;
+		END IF;
+	END $$`)
 	return qs
 }
 
