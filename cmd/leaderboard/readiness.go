@@ -9,12 +9,12 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// readiness answers /readyz: the stores and broker answer, every started role's routers
-// run, and the roles' own checks pass.
+// readiness answers /readyz: the stores and, for a relay or projector, the broker answer,
+// every started role's routers run, and the roles' own checks pass.
 type readiness struct {
 	pool    *pgxpool.Pool
 	boards  *storage.Boards
-	brokers []string
+	brokers []string // nil: Kafka is not a condition (an API-only process)
 	routers []func() bool
 	checks  []check
 }
@@ -34,7 +34,7 @@ func (r *readiness) failing(ctx context.Context) []string {
 	if err := r.boards.Ping(ctx); err != nil {
 		failing = append(failing, "redis")
 	}
-	if !kafkaReachable(ctx, r.brokers) {
+	if len(r.brokers) > 0 && !kafkaReachable(ctx, r.brokers) {
 		failing = append(failing, "kafka")
 	}
 	for _, running := range r.routers {

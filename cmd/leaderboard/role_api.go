@@ -38,18 +38,14 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		WithClosedPeriods(ranks.Closed())
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
 		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe)}, reads, d.reg)
-	notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
-		handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
-		handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return notifier.Run(ctx) })
+	g.Go(func() error {
+		runNotifier(ctx, d, hub)
+		return nil
+	})
 	g.Go(func() error { lbhttp.WatchSeasons(ctx, periods, hub, time.Second); return nil })
 	// A top swapped in without a notification (another process's rebuild) or one lost on
-	// the way reaches the streams within this.
+	// the way reaches the streams within this; so do the tops while Kafka is unreachable.
 	g.Go(func() error { lbhttp.RefreshTops(ctx, hub, 5*time.Second, d.logger); return nil })
-	ready.routers = append(ready.routers, notifier.IsRunning)
 	bans := lbhttp.NewBanList(storage.NewBans(d.pool), time.Second, d.logger)
 	if err := bans.Load(ctx); err != nil {
 		return err
@@ -79,4 +75,29 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	})
 	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close, writePipe.Close)
 	return nil
+}
+
+// runNotifier feeds the hub from Kafka's notification topics until ctx ends, starting its
+// router again a second after it could not start (Kafka unreachable when the process
+// started) or stopped. The API does not depend on Kafka: writes go to the outbox, reads to
+// Redis and PostgreSQL, and the streams' tops refresh from Redis meanwhile (RefreshTops),
+// so it starts, and is ready, while Kafka is down.
+func runNotifier(ctx context.Context, d deps, hub *lbhttp.Hub) {
+	for {
+		notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
+			handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
+			handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
+		if err == nil {
+			err = notifier.Run(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.logger.Warn("realtime notifier stopped; starting it again (streams refresh their tops from Redis meanwhile)", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

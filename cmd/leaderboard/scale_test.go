@@ -282,12 +282,28 @@ func TestBrokerOutage(t *testing.T) {
 	if got := w.seq.Load() - during; got < 50 {
 		t.Fatalf("only %d writes went out while the broker was down: writes must keep being accepted", got)
 	}
+	// An API process started while Kafka is down (a restart, a scale-up): it starts, is
+	// ready (startProcess waits for /readyz), and accepts writes, which are applied once
+	// the broker is back; its notifier connects then and feeds its streams.
+	apiAddr := "127.0.0.1:" + freePort(t)
+	api := startProcess(t, env, map[string]string{"LEADERBOARD_ROLES": "api", "LEADERBOARD_KAFKA_BROKERS": brokerAddr,
+		"LEADERBOARD_HTTP_ADDR": apiAddr}, "http://"+apiAddr, "serve")
+	late := mintToken(t, "late-api-user")
+	if r := (&service{base: api.base}).submit(t, late, `{"score": 4242, "event_id": "late-1"}`); r.status != 202 {
+		t.Fatalf("a write to the API started during the outage: %d %s", r.status, r.raw)
+	}
 	startProcess(t, env, nil, "", brokerArgs...)
 	waitTCP(t, brokerAddr)
 	time.Sleep(2 * time.Second)
 	n := w.finish()
 	w.checkExactlyOnce(t, env, base, 90*time.Second)
 	t.Logf("%d acknowledged writes, across a 30 s broker outage", n)
+	eventually(t, 30*time.Second, func() string {
+		if r := (&service{base: api.base}).do(t, http.MethodGet, "/v1/leaderboard/users/late-api-user", late, ""); r.status != 200 || num(r.body["score"]) != 4242 {
+			return fmt.Sprintf("the late API's write: %d %s", r.status, r.raw)
+		}
+		return ""
+	})
 }
 
 // TestProjectorReplicaKilled: two projector processes share the score partitions; one is

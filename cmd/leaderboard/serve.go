@@ -67,7 +67,10 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	ready := &readiness{pool: d.pool, boards: d.boards, brokers: d.brokers}
+	ready := &readiness{pool: d.pool, boards: d.boards}
+	if cfg.Runs(configs.RoleRelay) || cfg.Runs(configs.RoleProjector) {
+		ready.brokers = d.brokers // the API role does without Kafka (runNotifier)
+	}
 	if cfg.Runs(configs.RoleRelay) {
 		if err := startRelay(gctx, g, d, ready); err != nil {
 			return err
@@ -157,6 +160,9 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	switch err := router.EnsureTopics(d.brokers, d.topics); {
 	case errors.As(err, &settings):
 		logger.Warn("kafka topic settings not applied", "err", err)
+	case err != nil && !cfg.Runs(configs.RoleRelay) && !cfg.Runs(configs.RoleProjector):
+		// An API process starts while Kafka is down; the relay and projector create the topics.
+		logger.Warn("kafka topics not checked: Kafka is unreachable; the API starts without it", "err", err)
 	case err != nil:
 		return d, closeAll, err
 	}
