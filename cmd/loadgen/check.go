@@ -30,6 +30,9 @@ type checkReport struct {
 	Partial          int64 `json:"ambiguous_partial"` // an ambiguous match point applied to some of its boards only
 	AmbiguousApplied int64 `json:"ambiguous_applied"` // ambiguous sends found once in score_history (not a failure)
 	RequestsMissing  int64 `json:"score_requests_missing"`
+	// LostUnchanged counts best scores answered 200 "unchanged": every one the bench sends
+	// beats all the user sent before (users.next), so the service dropped it.
+	LostUnchanged int64 `json:"lost_unchanged"`
 
 	Users          int64 `json:"users"` // entries expected on global
 	Entries        int64 `json:"entries"`
@@ -68,7 +71,7 @@ func (r *checkReport) example(format string, args ...any) {
 }
 
 func (r *checkReport) failures() int64 {
-	return r.Missing + r.Duplicated + r.Extra + r.WrongRows + r.Partial + r.RequestsMissing +
+	return r.Missing + r.Duplicated + r.Extra + r.WrongRows + r.Partial + r.RequestsMissing + r.LostUnchanged +
 		r.PGWrong + r.PGMissing + r.PGExtra + r.RedisWrong + r.RedisMissing + r.RedisExtra + r.RedisZSetWrong
 }
 
@@ -108,6 +111,11 @@ func (b *bench) runCheck(ctx context.Context) *checkReport {
 		case ambiguous:
 			r.Ambiguous++
 			byID[e.id] = e
+		case unchanged:
+			if e.kind == kindBest {
+				r.LostUnchanged++
+				r.example("%s: a best score of %d, above all the user sent before, answered unchanged", e.id, e.score)
+			}
 		}
 	}
 	want, maybe := b.ledger.pipelineRows()
@@ -521,6 +529,17 @@ func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[ent
 		}
 		want[bp][k.user] = v
 	}
+	// Every board period Redis holds is read, not only those expected: one the history
+	// explains nothing on must be empty (the big board is the bigreads phase's).
+	held, err := b.redisBoardPeriods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, bp := range held {
+		if bp.board != b.cfg.BigBoard && want[bp] == nil {
+			want[bp] = map[int32]int64{}
+		}
+	}
 	order := make([]boardPeriod, 0, len(want))
 	for bp := range want {
 		order = append(order, bp)
@@ -562,6 +581,32 @@ func (b *bench) checkRedis(ctx context.Context, r *checkReport, expected map[ent
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// redisBoardPeriods lists the board periods whose entries or sorted set Redis holds under
+// the run's prefix ({prefix}:{board}:{period}:u and :z).
+func (b *bench) redisBoardPeriods(ctx context.Context) ([]boardPeriod, error) {
+	head := b.cfg.Prefix + ":{"
+	seen := map[boardPeriod]bool{}
+	var out []boardPeriod
+	for _, suffix := range []string{":u", ":z"} {
+		iter := b.rdb.Scan(ctx, 0, head+"*}:*"+suffix, 1000).Iterator()
+		for iter.Next(ctx) {
+			board, rest, ok := strings.Cut(strings.TrimPrefix(iter.Val(), head), "}:")
+			if !ok {
+				continue
+			}
+			bp := boardPeriod{board, strings.TrimSuffix(rest, suffix)}
+			if !seen[bp] {
+				seen[bp] = true
+				out = append(out, bp)
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return nil, fmt.Errorf("redis: list board periods: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // redisDiffs reads every board period's entries and sorted-set size and compares them with

@@ -40,12 +40,13 @@ type procStat struct {
 	pid, ppid int
 	comm      string
 	ticks     uint64 // utime + stime, in clock ticks
+	children  uint64 // cutime + cstime: the CPU of the children it waited for (ended ones)
 	start     uint64 // start time after boot, in clock ticks: with pid, names the process
 }
 
 // parseProcStat reads a /proc/<pid>/stat line. The command name in parentheses may hold
 // spaces and parentheses, so fields are counted after the last ')': state is field 3,
-// ppid 4, utime 14, stime 15, starttime 22.
+// ppid 4, utime 14, stime 15, cutime 16, cstime 17, starttime 22.
 func parseProcStat(data []byte) (procStat, error) {
 	var s procStat
 	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
@@ -65,11 +66,13 @@ func parseProcStat(data []byte) (procStat, error) {
 	ppid, err1 := strconv.Atoi(f[1])
 	ut, err2 := strconv.ParseUint(f[11], 10, 64)
 	st, err3 := strconv.ParseUint(f[12], 10, 64)
+	cut, err5 := strconv.ParseUint(f[13], 10, 64)
+	cst, err6 := strconv.ParseUint(f[14], 10, 64)
 	start, err4 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-		return s, fmt.Errorf("ppid %q utime %q stime %q starttime %q", f[1], f[11], f[12], f[19])
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || err6 != nil {
+		return s, fmt.Errorf("ppid %q utime %q stime %q cutime %q cstime %q starttime %q", f[1], f[11], f[12], f[13], f[14], f[19])
 	}
-	s.ppid, s.ticks, s.start = ppid, ut+st, start
+	s.ppid, s.ticks, s.children, s.start = ppid, ut+st, cut+cst, start
 	return s, nil
 }
 
@@ -113,10 +116,15 @@ type procKey struct {
 	start uint64
 }
 
-// procCPU is one process's group and CPU ticks at a sample.
+// procCPU is one process's group and CPU ticks at a sample; for a group's root process
+// (the service, the postmaster, Redis) also its ended children's, and for a child of one the
+// root's group.
 type procCPU struct {
-	group string
-	ticks uint64
+	group    string
+	ticks    uint64
+	root     bool
+	children uint64 // a root's cutime + cstime
+	parent   string // a root's child: the root's group
 }
 
 // cpuSample is the CPU time of every process of the groups at one moment.
@@ -235,6 +243,12 @@ func (g *procGroups) group(st procStat) string {
 	return ""
 }
 
+// isRoot tells whether pid is a group's root process, whose children's CPU, once they ended
+// and it waited for them, shows in its cutime and cstime.
+func (g *procGroups) isRoot(pid int) bool {
+	return pid > 0 && (pid == g.servicePID || pid == g.postmasterPID || pid == g.redisPID)
+}
+
 // sample reads the CPU time of every process of the groups.
 func (g *procGroups) sample() cpuSample {
 	s := cpuSample{at: time.Now(), procs: map[procKey]procCPU{}}
@@ -252,7 +266,13 @@ func (g *procGroups) sample() cpuSample {
 			continue // ended meanwhile
 		}
 		if grp := g.group(st); grp != "" {
-			s.procs[procKey{st.pid, st.start}] = procCPU{grp, st.ticks}
+			p := procCPU{group: grp, ticks: st.ticks}
+			if g.isRoot(st.pid) {
+				p.root, p.children = true, st.children
+			} else if g.isRoot(st.ppid) {
+				p.parent = g.group(procStat{pid: st.ppid})
+			}
+			s.procs[procKey{st.pid, st.start}] = p
 		}
 	}
 	return s
@@ -273,26 +293,40 @@ type cpuUsage struct {
 }
 
 // cpuBetween is what each group used from a to b: processes seen at both count their
-// difference, processes new at b count from zero, processes gone at b are lost (counted).
+// difference, processes new at b count from zero; processes that ended meanwhile count
+// through their root's cutime and cstime (the postmaster waits for its backends and
+// autovacuum workers, Redis for its save child), less what they had used at a, in the
+// root's group (an ended backend of another database counts as postgres).
 func cpuBetween(a, b cpuSample, hz float64) cpuUsage {
 	u := cpuUsage{Wall: b.at.Sub(a.at), WallS: seconds(b.at.Sub(a.at)), CPUS: map[string]float64{}, Cores: map[string]float64{}, New: map[string]int{}, Gone: map[string]int{}}
 	if len(a.procs) == 0 || len(b.procs) == 0 || hz <= 0 {
 		return u
 	}
-	ticks := map[string]uint64{}
+	ticks := map[string]int64{}
 	for k, p := range b.procs {
 		before, ok := a.procs[k]
 		switch {
 		case !ok:
 			u.New[p.group]++
-			ticks[p.group] += p.ticks
+			ticks[p.group] += int64(p.ticks)
 		case p.ticks >= before.ticks:
-			ticks[p.group] += p.ticks - before.ticks
+			ticks[p.group] += int64(p.ticks - before.ticks)
+		}
+		if ok && p.root && p.children >= before.children {
+			ticks[p.group] += int64(p.children - before.children)
 		}
 	}
 	for k, p := range a.procs {
 		if _, ok := b.procs[k]; !ok {
 			u.Gone[p.group]++
+			if p.parent != "" {
+				ticks[p.parent] -= int64(p.ticks)
+			}
+		}
+	}
+	for grp, t := range ticks {
+		if t < 0 { // a child gone but not waited for yet: its CPU counts at the next sample
+			ticks[grp] = 0
 		}
 	}
 	var total float64

@@ -331,17 +331,17 @@ func TestPostgresChildGroup(t *testing.T) {
 func TestCPUBetween(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	a := cpuSample{at: t0, procs: map[procKey]procCPU{
-		{1, 10}: {grpService, 100},
-		{2, 20}: {grpPostgres, 50},
-		{3, 30}: {grpPostgres, 70}, // ends before b
-		{4, 40}: {grpRedis, 10},
+		{1, 10}: {group: grpService, ticks: 100},
+		{2, 20}: {group: grpPostgres, ticks: 50},
+		{3, 30}: {group: grpPostgres, ticks: 70}, // ends before b
+		{4, 40}: {group: grpRedis, ticks: 10},
 	}}
 	b := cpuSample{at: t0.Add(2 * time.Second), procs: map[procKey]procCPU{
-		{1, 10}: {grpService, 300}, // +200
-		{2, 20}: {grpPostgres, 90}, // +40
-		{5, 50}: {grpPostgres, 60}, // new: from zero
-		{4, 41}: {grpRedis, 5},     // pid reused: a new process
-		{6, 60}: {grpLoadgen, 100}, // new
+		{1, 10}: {group: grpService, ticks: 300}, // +200
+		{2, 20}: {group: grpPostgres, ticks: 90}, // +40
+		{5, 50}: {group: grpPostgres, ticks: 60}, // new: from zero
+		{4, 41}: {group: grpRedis, ticks: 5},     // pid reused: a new process
+		{6, 60}: {group: grpLoadgen, ticks: 100}, // new
 	}}
 	u := cpuBetween(a, b, 100)
 	if u.CPUS[grpService] != 2 || u.CPUS[grpPostgres] != 1 || u.CPUS[grpRedis] != 0.05 || u.CPUS[grpLoadgen] != 1 {

@@ -508,7 +508,8 @@ func (b *bench) printNotes() {
 	fmt.Fprintln(b.out, "           the sub-phase; µs per applied row = CPU s / score_history rows added in that window; total =")
 	fmt.Fprintln(b.out, "           service (embedded broker included) + postgres (postmaster, background processes, the bench")
 	fmt.Fprintln(b.out, "           database's backends) + redis; 'pg other dbs' = backends of other databases (other users' tests),")
-	fmt.Fprintln(b.out, "           left out of the total; processes started meanwhile count from zero, ended ones are lost")
+	fmt.Fprintln(b.out, "           left out of the total; processes started meanwhile count from zero, ended ones through their")
+	fmt.Fprintln(b.out, "           parent's cutime+cstime (an ended backend of another database then counts as postgres)")
 	printWALNote(b.out)
 	if b.limiter != nil {
 		fmt.Fprintln(b.out, "limiter:   off = the server token (server writes skip the limiter), on = each user's own player token")
@@ -567,7 +568,7 @@ func (b *bench) printCheck() {
 	}
 	fmt.Fprintf(b.out, "\nexactly-once: %s  (202s %d: %s; score_history rows %d of %d wanted, drained %v after %.1fs)\n", verdict, c.Accepted,
 		fmtKinds(c.AcceptedByKind), c.HistoryRows, c.WantRows, c.Drained, c.DrainWaitS)
-	fmt.Fprintf(b.out, "  score_history: missing %d, extra %d, duplicated %d, wrong rows %d, partial %d; score_requests missing %d\n", c.Missing, c.Extra, c.Duplicated, c.WrongRows, c.Partial, c.RequestsMissing)
+	fmt.Fprintf(b.out, "  score_history: missing %d, extra %d, duplicated %d, wrong rows %d, partial %d; score_requests missing %d; improving scores answered unchanged %d\n", c.Missing, c.Extra, c.Duplicated, c.WrongRows, c.Partial, c.RequestsMissing, c.LostUnchanged)
 	fmt.Fprintf(b.out, "  board_entries (%d entries, %d users on global): wrong %d, missing %d, extra %d\n", c.Entries, c.Users, c.PGWrong, c.PGMissing, c.PGExtra)
 	fmt.Fprintf(b.out, "  redis hash: wrong %d, missing %d, extra %d; sorted set mismatches %d (global zcard %d)\n", c.RedisWrong, c.RedisMissing, c.RedisExtra, c.RedisZSetWrong, c.RedisZCard)
 	for _, name := range []string{globalBoard, pointsBoard, "match", dailyBoard, seasonBoard} {

@@ -156,6 +156,9 @@ func judge(r writeReport) *holdsReport {
 	if r.Dropped > 0 {
 		fail("%d sends dropped at the in-flight bound", r.Dropped)
 	}
+	if r.Unchanged > 0 { // every best score sent improves on the user's (users.next): dropped
+		fail("%d improving best scores answered unchanged", r.Unchanged)
+	}
 	h.Holds = len(h.Failed) == 0
 	return h
 }
