@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
@@ -95,7 +96,15 @@ func (m *OutboxMaintenance) Listen(ctx context.Context, wake func(shard int)) er
 	if _, err := conn.Exec(ctx, "LISTEN "+OutboxChannel); err != nil {
 		return err
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
+	defer func() {
+		// Bounded: on a connection PostgreSQL stopped answering it would wait for TCP to
+		// give up (minutes), and the process's stop with it. One that fails is closed.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {

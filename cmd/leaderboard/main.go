@@ -20,6 +20,10 @@ func main() {
 	setGCDefaults(os.Getenv, os.ReadFile)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { // once told to stop, a second signal ends the process at once
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "leaderboard:", err)
 		os.Exit(1)

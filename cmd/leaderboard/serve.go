@@ -66,26 +66,35 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 		logger.Info("pprof listening", "addr", cfg.PprofAddr)
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
+	rctx, stopRoles := context.WithCancel(ctx)
+	defer stopRoles()
+	g, gctx := errgroup.WithContext(rctx)
+	// A role that fails to start stops those started before it, and waits for them, before
+	// serve returns (the pool's close waits for their connections).
+	abort := func(err error) error {
+		stopRoles()
+		_ = g.Wait()
+		return err
+	}
 	ready := &readiness{pool: d.pool, boards: d.boards}
 	if cfg.Runs(configs.RoleRelay) || cfg.Runs(configs.RoleProjector) {
 		ready.brokers = d.brokers // the API role does without Kafka (runNotifier)
 	}
 	if cfg.Runs(configs.RoleRelay) {
 		if err := startRelay(gctx, g, d, ready); err != nil {
-			return err
+			return abort(err)
 		}
 	}
 	if cfg.Runs(configs.RoleProjector) {
 		closeProjector, err := startProjector(gctx, g, d, ready)
 		defer closeProjector()
 		if err != nil {
-			return err
+			return abort(err)
 		}
 	}
 	if cfg.Runs(configs.RoleAPI) {
 		if err := startAPI(gctx, g, d, ready, ln); err != nil {
-			return err
+			return abort(err)
 		}
 	} else {
 		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: ready.failing, Registry: d.reg})
