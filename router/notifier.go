@@ -1,8 +1,10 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -59,4 +61,43 @@ func newLatestSubscriber(brokers []string, logger watermill.LoggerAdapter) (*kaf
 		return nil, fmt.Errorf("kafka notification subscriber: %w", err)
 	}
 	return sub, nil
+}
+
+// NotificationTopicsReady tells whether Kafka answers and holds the notification topics,
+// with a client of short timeouts that it closes: the notifier's router is built only
+// then, as one whose subscription fails leaves a goroutine and a client behind
+// (watermill's router, watermill-kafka's subscriber), and an API process tries again every
+// second while Kafka is down or the relay and projector have not created the topics yet.
+func NotificationTopicsReady(ctx context.Context, brokers []string, t Topics) error {
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+	cfg.Metadata.Retry.Max = 0
+	done := make(chan error, 1)
+	go func() {
+		client, err := sarama.NewClient(brokers, cfg)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer client.Close()
+		topics, err := client.Topics()
+		if err != nil {
+			done <- err
+			return
+		}
+		for _, want := range []string{t.Notifications, t.UserUpdates} {
+			if !slices.Contains(topics, want) {
+				done <- fmt.Errorf("kafka topic %s does not exist (the relay and projector create it)", want)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
@@ -83,17 +84,46 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 // Redis and PostgreSQL, and the streams' tops refresh from Redis meanwhile (RefreshTops),
 // so it starts, and is ready, while Kafka is down.
 func runNotifier(ctx context.Context, d deps, hub *lbhttp.Hub) {
+	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "leaderboard_realtime_notifier_up",
+		Help: "1 while the API's notifier reads Kafka's notification topics for the streams, 0 while it cannot."})
+	if err := d.reg.Register(up); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			up = are.ExistingCollector.(prometheus.Gauge)
+		}
+	}
+	var logged time.Time
 	for {
-		notifier, err := router.NewNotifierRouter(d.brokers, d.topics,
-			handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
-			handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
+		// Built only once Kafka answers with the topics: a router whose subscription fails
+		// leaves a goroutine and a Kafka client behind (NotificationTopicsReady).
+		err := router.NotificationTopicsReady(ctx, d.brokers, d.topics)
 		if err == nil {
-			err = notifier.Run(ctx)
+			var notifier *message.Router
+			notifier, err = router.NewNotifierRouter(d.brokers, d.topics,
+				handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
+				handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
+			if err == nil {
+				stopped, marked := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(marked)
+					select {
+					case <-notifier.Running():
+						up.Set(1)
+					case <-stopped:
+					}
+				}()
+				err = notifier.Run(ctx)
+				close(stopped)
+				<-marked
+				up.Set(0)
+			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		d.logger.Warn("realtime notifier stopped; starting it again (streams refresh their tops from Redis meanwhile)", "err", err)
+		if time.Since(logged) >= time.Minute { // not every second of an outage
+			logged = time.Now()
+			d.logger.Warn("realtime notifier is not running; trying again every second (streams refresh their tops from Redis meanwhile)", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -165,15 +165,16 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 		logger.Info("embedded kafka broker started", "addrs", d.brokers, "data_dir", cfg.KafkaDataDir)
 	}
 	d.topics = router.NewTopics(cfg.TopicPrefix, cfg.ScorePartitions)
-	var settings router.TopicSettingsError
-	switch err := router.EnsureTopics(d.brokers, d.topics); {
-	case errors.As(err, &settings):
-		logger.Warn("kafka topic settings not applied", "err", err)
-	case err != nil && !cfg.Runs(configs.RoleRelay) && !cfg.Runs(configs.RoleProjector):
-		// An API process starts while Kafka is down; the relay and projector create the topics.
-		logger.Warn("kafka topics not checked: Kafka is unreachable; the API starts without it", "err", err)
-	case err != nil:
-		return d, closeAll, err
+	// The relay and projector create the topics; an API-only process does without Kafka
+	// (its notifier waits for them), so it starts while Kafka is down or does not answer.
+	if cfg.Runs(configs.RoleRelay) || cfg.Runs(configs.RoleProjector) {
+		var settings router.TopicSettingsError
+		switch err := router.EnsureTopics(d.brokers, d.topics); {
+		case errors.As(err, &settings):
+			logger.Warn("kafka topic settings not applied", "err", err)
+		case err != nil:
+			return d, closeAll, err
+		}
 	}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(d.reg, d.pool, d.rdb)
