@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -26,4 +27,16 @@ func OpenRedis(rawURL string, clusterAddrs []string, poolSize int, timeout time.
 		PoolSize: poolSize, MaxRetries: 1, MaxRedirects: 3,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 	}), nil
+}
+
+// EvictionPolicy is Redis's maxmemory-policy, "" when Redis does not tell (unreachable, or
+// CONFIG disabled, as on some managed services). The mirror needs noeviction: a board
+// period that loses one of its keys (its entries but not its sorted set, one bucket) reads
+// wrong ranks until a rebuild, where a period lost whole is loaded again on demand.
+func EvictionPolicy(ctx context.Context, rdb redis.UniversalClient) string {
+	m, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return ""
+	}
+	return m["maxmemory-policy"]
 }

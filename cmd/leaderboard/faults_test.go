@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -457,4 +458,30 @@ func TestStuckPartitionIsVisible(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestWarnsWhenRedisMayEvict: the mirror needs maxmemory-policy noeviction (a board
+// period that loses some of its keys reads wrong ranks until a rebuild); a service whose
+// Redis may evict keys says so at start, and one whose Redis does not, does not.
+func TestWarnsWhenRedisMayEvict(t *testing.T) {
+	t.Parallel()
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server not installed (make test installs it)")
+	}
+	port := freePort(t)
+	cmd := exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitTCP(t, "127.0.0.1:"+port)
+	evicting := newTestEnv(t).start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://127.0.0.1:" + port + "/0"})
+	if logs := evicting.logs.String(); !strings.Contains(logs, "maxmemory-policy allkeys-lru") {
+		t.Errorf("no warning at start against a Redis that evicts keys (allkeys-lru):\n%s", tail(logs, 2000))
+	}
+	if logs := newTestEnv(t).start(nil).logs.String(); strings.Contains(logs, "maxmemory-policy") {
+		t.Errorf("a warning at start against the machine's Redis (noeviction):\n%s", tail(logs, 2000))
+	}
 }

@@ -151,6 +151,12 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	}
 	closers = append(closers, func() { _ = d.rdb.Close() })
 	d.boards = storage.NewBoards(d.rdb, cfg.RedisPrefix, cfg.TopN)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if p := storage.EvictionPolicy(pctx, d.rdb); p != "" && p != "noeviction" {
+		logger.Error("Redis may evict keys (maxmemory-policy "+p+"): a board period that loses some of its keys reads wrong ranks until a rebuild; set maxmemory-policy noeviction",
+			"maxmemory_policy", p)
+	}
+	cancel()
 
 	d.brokers = cfg.KafkaBrokers
 	if cfg.EmbeddedKafka {
