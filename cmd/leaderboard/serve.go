@@ -142,6 +142,19 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 			return d, closeAll, err
 		}
 	}
+	// Every process reads the boards file: none starts with a board whose entries it would
+	// read with other rules than they were made under.
+	defs := make([]storage.BoardDefinition, len(cfg.Boards))
+	for i, b := range cfg.Boards {
+		order := configs.OrderDesc
+		if !b.Desc() {
+			order = configs.OrderAsc
+		}
+		defs[i] = storage.BoardDefinition{ID: b.ID, Operator: b.Operator, Order: order, Period: b.Period, MinValue: b.MinValue, MaxValue: b.MaxValue}
+	}
+	if err := storage.RecordBoards(ctx, pool, defs); err != nil {
+		return d, closeAll, err
+	}
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
 	closers = append(closers, func() { _ = d.db.Close() })
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
+)
+
+// TestBoardDefinitionsGuardTheirEntries: a board that holds entries keeps its operator,
+// order and period, and bounds its entries lie within: a boards file that changes them
+// stops the start with a message naming the board (a flipped order ranked old and new
+// entries on two scales, a lowered max_value clamped the next increment's total down, a
+// waiting increment was applied as a set). Boards without entries, and bounds that still
+// hold every entry, may change. Found by a review of operators' mistakes.
+func TestBoardDefinitionsGuardTheirEntries(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	dir := t.TempDir()
+	file := func(boards string) map[string]string {
+		path := filepath.Join(dir, "boards.json")
+		if err := os.WriteFile(path, []byte(`{"boards": [`+boards+`]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"LEADERBOARD_BOARDS_FILE": path}
+	}
+	const laps = `{"id": "xp", "operator": "incr", "period": "all_time"}, {"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}`
+	svc := env.start(file(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 1000}, ` +
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, ` + laps))
+	srv := mintToken(t, "gs", "server")
+	for _, w := range []string{`/v1/boards/global/scores?wait=true {"value": 900, "user_id": "a"}`, `/v1/boards/points/scores?wait=true {"value": 100, "user_id": "a"}`, `/v1/boards/xp/scores?wait=true {"value": 7, "user_id": "a"}`} {
+		path, body, _ := strings.Cut(w, " ")
+		if r := svc.do(t, "POST", path, srv, body); r.status != 200 {
+			t.Fatalf("%s: %d %s", w, r.status, r.raw)
+		}
+	}
+	svc.stop(t)
+
+	refused := func(boards, want string) {
+		t.Helper()
+		logs := &storagetest.SyncBuffer{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := runWith(ctx, nil, env.getenv(file(boards)), logs, time.Now)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("start with %s: %v, want an error saying %q", boards, err, want)
+		}
+	}
+	refused(`{"id": "global", "operator": "best", "order": "asc", "period": "all_time", "max_value": 1000}, `+
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, `+laps, "board global holds entries made as operator best, order desc")
+	refused(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 1000}, `+
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, {"id": "xp", "operator": "set", "period": "all_time"}, `+
+		`{"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}`, "board xp holds entries made as operator incr")
+	refused(`{"id": "global", "operator": "best", "period": "daily", "max_value": 1000}, `+
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, `+laps, "board global holds entries")
+	refused(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 500}, `+
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, `+laps, "board global now takes values from 0 to 500, but 1 of its entries lie outside")
+
+	// Wider bounds, a lower max still above every entry, and a board without entries
+	// turned around: accepted, and the board's entries read as before.
+	svc = env.start(file(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 2000}, ` +
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 200}, {"id": "xp", "operator": "incr", "period": "all_time"}, ` +
+		`{"id": "laps", "operator": "best", "order": "desc", "period": "daily"}`))
+	if r := svc.do(t, "GET", "/v1/boards/global/users/a", srv, ""); r.status != 200 || num(r.body["score"]) != 900 {
+		t.Errorf("global after an accepted change: %d %s", r.status, r.raw)
+	}
+}
