@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -84,13 +85,15 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 // Redis and PostgreSQL, and the streams' tops refresh from Redis meanwhile (RefreshTops),
 // so it starts, and is ready, while Kafka is down.
 func runNotifier(ctx context.Context, d deps, hub *lbhttp.Hub) {
-	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "leaderboard_realtime_notifier_up",
-		Help: "1 while the API's notifier reads Kafka's notification topics for the streams, 0 while it cannot."})
-	if err := d.reg.Register(up); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			up = are.ExistingCollector.(prometheus.Gauge)
-		}
-	}
+	var current atomic.Pointer[message.Router] // the router running or trying to, nil before the first
+	_ = d.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leaderboard_realtime_notifier_up",
+		Help: "1 while the API's notifier reads Kafka's notification topics for the streams, 0 while it cannot."},
+		func() float64 {
+			if r := current.Load(); r != nil && r.IsRunning() && !r.IsClosed() {
+				return 1
+			}
+			return 0
+		}))
 	var logged time.Time
 	for {
 		// Built only once Kafka answers with the topics: a router whose subscription fails
@@ -102,19 +105,8 @@ func runNotifier(ctx context.Context, d deps, hub *lbhttp.Hub) {
 				handlers.NotifyTopChanged{Feed: hub, Logger: d.logger}.Handle,
 				handlers.NotifyScoresApplied{Feed: hub, Logger: d.logger}.Handle, d.reg, d.logger)
 			if err == nil {
-				stopped, marked := make(chan struct{}), make(chan struct{})
-				go func() {
-					defer close(marked)
-					select {
-					case <-notifier.Running():
-						up.Set(1)
-					case <-stopped:
-					}
-				}()
+				current.Store(notifier)
 				err = notifier.Run(ctx)
-				close(stopped)
-				<-marked
-				up.Set(0)
 			}
 		}
 		if ctx.Err() != nil {

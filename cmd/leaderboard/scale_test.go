@@ -292,12 +292,14 @@ func TestBrokerOutage(t *testing.T) {
 	if r := (&service{base: api.base}).submit(t, late, `{"score": 4242, "event_id": "late-1"}`); r.status != 202 {
 		t.Fatalf("a write to the API started during the outage: %d %s", r.status, r.raw)
 	}
+	metricsShow(t, &service{base: api.base}, "leaderboard_realtime_notifier_up 0")
 	startProcess(t, env, nil, "", brokerArgs...)
 	waitTCP(t, brokerAddr)
 	time.Sleep(2 * time.Second)
 	n := w.finish()
 	w.checkExactlyOnce(t, env, base, 90*time.Second)
 	t.Logf("%d acknowledged writes, across a 30 s broker outage", n)
+	metricsShow(t, &service{base: api.base}, "leaderboard_realtime_notifier_up 1")
 	eventually(t, 30*time.Second, func() string {
 		if r := (&service{base: api.base}).do(t, http.MethodGet, "/v1/leaderboard/users/late-api-user", late, ""); r.status != 200 || num(r.body["score"]) != 4242 {
 			return fmt.Sprintf("the late API's write: %d %s", r.status, r.raw)
