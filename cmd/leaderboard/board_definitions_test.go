@@ -28,11 +28,13 @@ func TestBoardDefinitionsGuardTheirEntries(t *testing.T) {
 		}
 		return map[string]string{"LEADERBOARD_BOARDS_FILE": path}
 	}
-	const laps = `{"id": "xp", "operator": "incr", "period": "all_time"}, {"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}`
+	// laps also carries the match board, whose entries are stored under match:{id}.
+	const laps = `{"id": "xp", "operator": "incr", "period": "all_time"}, {"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}, ` +
+		`{"id": "match", "operator": "incr", "period": "match", "server_only": true}`
 	svc := env.start(file(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 1000}, ` +
 		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, ` + laps))
 	srv := mintToken(t, "gs", "server")
-	for _, w := range []string{`/v1/boards/global/scores?wait=true {"value": 900, "user_id": "a"}`, `/v1/boards/points/scores?wait=true {"value": 100, "user_id": "a"}`, `/v1/boards/xp/scores?wait=true {"value": 7, "user_id": "a"}`} {
+	for _, w := range []string{`/v1/boards/global/scores?wait=true {"value": 900, "user_id": "a"}`, `/v1/boards/points/scores?wait=true {"value": 100, "user_id": "a"}`, `/v1/boards/xp/scores?wait=true {"value": 7, "user_id": "a"}`, `/v1/boards/match:m1/scores?wait=true {"value": 3, "user_id": "a"}`} {
 		path, body, _ := strings.Cut(w, " ")
 		if r := svc.do(t, "POST", path, srv, body); r.status != 200 {
 			t.Fatalf("%s: %d %s", w, r.status, r.raw)
@@ -57,6 +59,10 @@ func TestBoardDefinitionsGuardTheirEntries(t *testing.T) {
 		`{"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}`, "board xp holds entries made as operator incr")
 	refused(`{"id": "global", "operator": "best", "period": "daily", "max_value": 1000}, `+
 		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, `+laps, "board global holds entries")
+	refused(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 1000}, `+
+		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, {"id": "xp", "operator": "incr", "period": "all_time"}, `+
+		`{"id": "laps", "operator": "best", "order": "asc", "period": "weekly", "min_value": 1}, {"id": "match", "operator": "incr", "period": "match", "server_only": true, "max_value": 2}`,
+		"board match now takes values from 0 to 2, but 1 of its entries lie outside")
 	refused(`{"id": "global", "operator": "best", "period": "all_time", "max_value": 500}, `+
 		`{"id": "points", "operator": "incr", "period": "all_time", "max_value": 5000}, `+laps, "board global now takes values from 0 to 500, but 1 of its entries lie outside")
 
