@@ -19,6 +19,7 @@ type Limits interface {
 	Allow(ctx context.Context, subject string, n int, per time.Duration) (bool, time.Duration, error)
 	Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (taken bool, left time.Duration, err error)
 	Release(ctx context.Context, board, userID, action, eventID string) error
+	Refund(ctx context.Context, subject string, n int, per time.Duration) error
 }
 
 // Guard protects the write path from players: banned users, rate limits (per user, and per
@@ -72,6 +73,14 @@ type guarded struct {
 	// not), which release gives back.
 	action  string
 	cooling bool
+	// spent are the rate budgets check spent a write of, which refund gives back.
+	spent []spentBudget
+}
+
+// spentBudget is one write taken from a subject's rate budget.
+type spentBudget struct {
+	subject string
+	rate    configs.Rate
 }
 
 // errNoGuard refuses every write of a server built without a guard.
@@ -103,7 +112,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 	if g.bans.Banned(w.userID) {
 		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
-	switch e, again := g.rateLimit(ctx, *w, retry); {
+	switch e, again := g.rateLimit(ctx, w, retry); {
 	case again:
 		return nil
 	case e != nil:
@@ -126,34 +135,47 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 // rateLimit spends one write of the user's budget (and of the board's, when it has one);
 // server tokens spend their own budget only when LEADERBOARD_SERVER_RATE_LIMIT is set.
 // Over a budget, again tells a retry of a write accepted before (retry), which is not
-// refused.
-func (g *Guard) rateLimit(ctx context.Context, w guarded, retry func() bool) (refusal *apiError, again bool) {
-	type budget struct {
-		subject string
-		rate    configs.Rate
-	}
-	var budgets []budget
+// refused. What it spent is in w.spent.
+func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (refusal *apiError, again bool) {
+	var budgets [2]spentBudget
+	all := budgets[:0]
 	if w.server {
-		budgets = append(budgets, budget{"server:" + w.subject, g.cfg.ServerRateLimit})
+		all = append(all, spentBudget{"server:" + w.subject, g.cfg.ServerRateLimit})
 	} else {
-		budgets = append(budgets, budget{"user:" + w.userID, g.cfg.RateLimit}, budget{"board:" + w.board.ID + ":" + w.userID, w.board.RateLimit})
+		all = append(all, spentBudget{"user:" + w.userID, g.cfg.RateLimit}, spentBudget{"board:" + w.board.ID + ":" + w.userID, w.board.RateLimit})
 	}
-	for _, b := range budgets {
+	for _, b := range all {
 		if b.rate.Off() {
 			continue
 		}
 		ok, wait, err := g.limits.Allow(ctx, b.subject, b.rate.N, b.rate.Per)
 		switch {
 		case err != nil:
-			return g.limiterDown(w, err), false
+			return g.limiterDown(*w, err), false
 		case !ok && retry != nil && retry():
 			return nil, true
 		case !ok:
-			return g.refuse(w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
+			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
 				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(wait))}, b.subject+" "+b.rate.String()), false
 		}
+		w.spent = append(w.spent, b)
 	}
 	return nil, false
+}
+
+// refund gives back the rate budget a write spent when it turned out to repeat an event id
+// (a retry, answered as the first time, or a 409): a client whose answer was lost is not
+// refused its next write for having retried. (Over its budget a retry passes without
+// spending: rateLimit's retry.)
+func (g *Guard) refund(ctx context.Context, w guarded) {
+	if g == nil {
+		return
+	}
+	for _, b := range w.spent {
+		if err := g.limits.Refund(context.WithoutCancel(ctx), b.subject, b.rate.N, b.rate.Per); err != nil {
+			g.logger.Warn("refund rate budget", "err", err, "subject", b.subject)
+		}
+	}
 }
 
 // limiterDown decides a write the limiter could not decide: server writes go on, player

@@ -16,6 +16,7 @@ import (
 
 	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // maxBodyBytes bounds a write request's body.
@@ -220,8 +221,11 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		return
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
-	if errors.Is(err, errEventIDConflict) {
-		s.Guard.release(r.Context(), gw) // nothing was accepted: the action did not happen
+	if (err == nil && res.Outcome == storage.Duplicate) || errors.Is(err, errEventIDConflict) {
+		// An event id seen before (a retry, or 409): no new write, and no action done (a
+		// retry naming another action_id took that action's lock).
+		s.Guard.release(r.Context(), gw)
+		s.Guard.refund(r.Context(), gw)
 	}
 	// Any other error leaves the outcome unknown (a client that hung up while its command
 	// waited for the outbox, a commit whose answer was lost: the command may still be

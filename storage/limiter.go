@@ -35,6 +35,35 @@ func (l *Limiter) Allow(ctx context.Context, subject string, n int, per time.Dur
 	return res.Allowed > 0, res.RetryAfter, nil
 }
 
+// refundScript gives one write back to a redis_rate (GCRA) budget: KEYS[1] holds its
+// theoretical arrival time (s since 2017-01-01, Redis's clock), which Allow moved one
+// emission interval (ARGV[1], s) ahead; it moves back, never before now (a full budget,
+// which is no key at all).
+var refundScript = redis.NewScript(`
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat then return 0 end
+local t = redis.call('TIME')
+local now = (t[1] - 1483228800) + (t[2] / 1000000)
+local back = tat - tonumber(ARGV[1])
+if back <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], back, 'EX', math.ceil(back - now))
+end
+return 1
+`)
+
+// Refund gives back one write Allow spent of subject's budget of n writes per per.
+func (l *Limiter) Refund(ctx context.Context, subject string, n int, per time.Duration) error {
+	// redis_rate's key for the subject (its "rate:" prefix and ours).
+	key := "rate:" + l.prefix + ":{" + subject + "}"
+	interval := strconv.FormatFloat(per.Seconds()/float64(n), 'g', -1, 64)
+	if err := refundScript.Run(ctx, l.rdb, []string{key}, interval).Err(); err != nil {
+		return redisErr("rate limit refund", err)
+	}
+	return nil
+}
+
 // cooldownScript takes an action's lock: KEYS[1] holds "until µs|event id". It answers the
 // µs the lock still holds, 0 when taken, or -1 when the event holding it is retried (it
 // passes; the lock stays the first attempt's). ARGV: now µs, until µs, event id, key

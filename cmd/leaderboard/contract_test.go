@@ -190,3 +190,30 @@ func TestUnchangedRetryAfterEntryChanged(t *testing.T) {
 		t.Errorf("the retry was applied (%d history rows)", n)
 	}
 }
+
+// API.md: "more player writes than LEADERBOARD_RATE_LIMIT ... 429 rate_limited", and a
+// retry "is answered as the first time": a retry, and a 409 of an event id taken, are no
+// new write and spend no budget (with 2/60s, a write, its retry and a conflicting body left
+// no room for the player's second write, refused 429; found by a review of the contract).
+func TestRetryDoesNotSpendTheRateBudget(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "2/60s"})
+	bob := mintToken(t, "bob")
+	first := `{"score": 1, "event_id": "rb-b1"}`
+	for i, want := range []int{202, 202, 202} {
+		if r := svc.submit(t, bob, first); r.status != want || r.body["status"] != "accepted" {
+			t.Fatalf("write %d of rb-b1 (then its retries): %d %s", i+1, r.status, r.raw)
+		}
+	}
+	if r := svc.submit(t, bob, `{"score": 7, "event_id": "rb-b1"}`); r.status != 409 {
+		t.Fatalf("another body under rb-b1: %d %s, want 409", r.status, r.raw)
+	}
+	if r := svc.submit(t, bob, `{"score": 2, "event_id": "rb-b2"}`); r.status != 202 {
+		t.Fatalf("the player's second write (the first was only retried): %d %s (Retry-After %q), want 202",
+			r.status, r.raw, r.header.Get("Retry-After"))
+	}
+	if r := svc.submit(t, bob, `{"score": 3, "event_id": "rb-b3"}`); r.status != 429 {
+		t.Fatalf("a third write past 2/60s: %d %s, want 429", r.status, r.raw)
+	}
+}
