@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -41,6 +43,7 @@ func OpenPostgres(ctx context.Context, rawURL string, maxConns int32) (*pgxpool.
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	cfg.AfterConnect = scanTimesInUTC
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
@@ -50,6 +53,15 @@ func OpenPostgres(ctx context.Context, rawURL string, maxConns int32) (*pgxpool.
 		return nil, fmt.Errorf("ping postgres: %w", err)
 	}
 	return pool, nil
+}
+
+// scanTimesInUTC makes the connection scan timestamptz values in UTC: pgx scans them in the
+// process's local zone, and every time the API writes is RFC 3339 UTC (API.md), so a read
+// answered from PostgreSQL on a host whose TZ is not UTC wrote "-04:00" where one answered
+// from Redis wrote "Z".
+func scanTimesInUTC(_ context.Context, conn *pgx.Conn) error {
+	conn.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	return nil
 }
 
 func ensureDatabase(ctx context.Context, rawURL string) error {

@@ -6,6 +6,9 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -215,5 +218,84 @@ func TestRetryDoesNotSpendTheRateBudget(t *testing.T) {
 	}
 	if r := svc.submit(t, bob, `{"score": 3, "event_id": "rb-b3"}`); r.status != 429 {
 		t.Fatalf("a third write past 2/60s: %d %s, want 429", r.status, r.raw)
+	}
+}
+
+// inChildProcess runs the test's body in a child process with the given environment
+// (TZ must be set before the runtime first reads time.Local); the parent fails with the
+// child's output when the child fails.
+func inChildProcess(t *testing.T, name string, env ...string) bool {
+	t.Helper()
+	if os.Getenv("LEADERBOARD_TEST_CHILD") == name {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), "LEADERBOARD_TEST_CHILD="+name), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a process with %v failed: %v\n%s", name, env, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("%s did not run in the child:\n%s", name, out)
+	}
+	return false
+}
+
+// isUTC reports whether an RFC 3339 time as written in a response is in UTC ("Z").
+func isUTC(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.HasSuffix(s, "Z")
+}
+
+// TestTimesAreUTCWhenHostIsNot: API.md "times in RFC 3339 UTC". Reads answered from
+// PostgreSQL (a closed period, past LEADERBOARD_REDIS_PAST_PERIODS) write the updated_at
+// pgx scanned, which is in the process's local zone: on a host whose TZ is not UTC the
+// same entry reads "...Z" from Redis and "...-04:00" from PostgreSQL.
+func TestTimesAreUTCWhenHostIsNot(t *testing.T) {
+	if !inChildProcess(t, "TestTimesAreUTCWhenHostIsNot", "TZ=America/New_York") {
+		return
+	}
+	env := newTestEnv(t)
+	clock := &testClock{}
+	day := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	clock.set(day)
+	svc := env.startWith(map[string]string{"LEADERBOARD_REDIS_PAST_PERIODS": "1"}, clock.now)
+	srv, viewer := mintToken(t, "gs", "server"), mintToken(t, "viewer")
+	if r := svc.do(t, http.MethodPost, "/v1/boards/daily/scores?wait=true", srv, `{"value": 5, "user_id": "pa"}`); r.status != 200 {
+		t.Fatalf("write: %d %s", r.status, r.raw)
+	}
+	fromRedis := svc.do(t, http.MethodGet, "/v1/boards/daily/users/pa?period=2026-05-04", viewer, "")
+	if !isUTC(fromRedis.body["updated_at"]) {
+		t.Fatalf("from Redis: %s", fromRedis.raw)
+	}
+	// Past the window: reads come from PostgreSQL.
+	clock.set(day.Add(5 * 24 * time.Hour))
+	var bad []string
+	for _, path := range []string{
+		"/v1/boards/daily/users/pa?period=2026-05-04",
+		"/v1/boards/daily/users/pa?period=2026-05-04&around=1",
+		"/v1/boards/daily/top?period=2026-05-04",
+		"/v1/boards/daily/entries?period=2026-05-04",
+	} {
+		r := svc.do(t, http.MethodGet, path, viewer, "")
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", path, r.status, r.raw)
+		}
+		check := []any{r.body["updated_at"]}
+		for _, list := range []string{"entries", "around"} {
+			es, _ := r.body[list].([]any)
+			for _, e := range es {
+				check = append(check, e.(map[string]any)["updated_at"])
+			}
+		}
+		for _, v := range check {
+			if v != nil && !isUTC(v) {
+				bad = append(bad, path+": "+r.raw)
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("times not in UTC on a host with TZ=%s (Redis answered %v):\n%s", os.Getenv("TZ"), fromRedis.body["updated_at"], strings.Join(bad, "\n"))
 	}
 }
