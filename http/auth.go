@@ -168,15 +168,26 @@ func (k tokens) signRealtime(sub, name string, ttl time.Duration, until time.Tim
 	return tok, exp, err
 }
 
+// bearerToken is the token of an Authorization header of the Bearer scheme, whose name is
+// case-insensitive (RFC 9110 11.1: OAuth servers answer token_type "bearer", which
+// clients copy).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
 // authenticate requires a bearer token; realtime tokens are refused.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(raw) == "" {
+		raw, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok || raw == "" {
 			writeError(w, r, http.StatusUnauthorized, "unauthorized", "missing bearer token", "")
 			return
 		}
-		claims, err := s.tokens.bearer(strings.TrimSpace(raw))
+		claims, err := s.tokens.bearer(raw)
 		if err != nil {
 			msg := "invalid token"
 			switch {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
@@ -74,8 +73,8 @@ func (s *server) streamClaims(r *http.Request) (*Claims, error) {
 	if raw := r.URL.Query().Get("token"); raw != "" {
 		return s.tokens.realtime(raw)
 	}
-	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return s.tokens.bearer(strings.TrimSpace(raw))
+	if raw, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		return s.tokens.bearer(raw)
 	}
 	return nil, errors.New("missing token")
 }

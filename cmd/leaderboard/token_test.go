@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -33,5 +34,31 @@ func TestTokenRoles(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"token", "-roles", "superuser"}, noEnv, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "superuser") {
 		t.Errorf("-roles superuser: %v, want a refusal naming the role", err)
+	}
+}
+
+// TestBearerSchemeIsCaseInsensitive: API.md "Auth: `Authorization: Bearer <JWT>`".
+// The scheme of an Authorization header is case-insensitive (RFC 9110 11.1, RFC 6750 uses
+// the token_type "bearer" OAuth servers return, which many clients copy verbatim); the
+// service refuses "bearer <JWT>" and "BEARER <JWT>" with 401 "missing bearer token".
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	tok := mintToken(t, "alice")
+	for _, scheme := range []string{"bearer", "BEARER"} {
+		req, err := http.NewRequest(http.MethodPost, svc.base+"/v1/scores", strings.NewReader(`{"score": 3}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", scheme+" "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Errorf("Authorization: %s <valid JWT>: got %d, want 202", scheme, resp.StatusCode)
+		}
 	}
 }
