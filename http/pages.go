@@ -35,10 +35,11 @@ type page struct {
 }
 
 // pagePeriod resolves the period a page reads: the one the request names or, when it
-// names none (or "current") and its cursor continues a walk, the cursor's own, so that a
-// walk started before a reset goes on listing the period it started on.
+// names none or a relative one ("current", "previous") and its cursor continues a walk,
+// the cursor's own, so that a walk started before a reset goes on listing the period it
+// started on (after midnight "previous" names another day than the walk's first page).
 func (s *server) pagePeriod(w http.ResponseWriter, r *http.Request, b configs.Board, raw, cursor string) (string, bool) {
-	if cursor != "" && (raw == "" || raw == "current") {
+	if cursor != "" && (raw == "" || periodKeyword(raw)) {
 		if p, err := s.cursors.periodOf(cursor, b.Key()); err == nil {
 			return p, true
 		}
