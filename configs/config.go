@@ -362,8 +362,14 @@ func Load(getenv func(string) string) (Config, error) {
 
 	tz := get("LEADERBOARD_TIMEZONE", "UTC")
 	loc, err := time.LoadLocation(tz)
-	if err != nil {
+	switch {
+	case err != nil:
 		errs = append(errs, fmt.Errorf("LEADERBOARD_TIMEZONE=%q: not an IANA time zone", tz))
+		loc = time.UTC
+	case loc == time.Local:
+		// Each host's own zone: processes on hosts set differently would put one instant's
+		// writes into different days.
+		errs = append(errs, fmt.Errorf("LEADERBOARD_TIMEZONE=%q: name an IANA time zone (the same in every process), not the host's", tz))
 		loc = time.UTC
 	}
 	c.Timezone = loc

@@ -350,3 +350,17 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestTimezoneLocalIsRefused: LEADERBOARD_TIMEZONE must be an IANA zone that is
+// "the same in every process (the API fixes a write's period)" (README). time.LoadLocation
+// also takes "Local", which is no IANA zone but each host's own (its TZ variable or
+// /etc/localtime): an API on a host in Europe/Berlin and one in UTC would then put writes
+// of the same instant in different days and weeks, and GET /v1/boards reports the zone as
+// "Local". Load must refuse it, as it refuses "Mars/Olympus_Mons".
+func TestTimezoneLocalIsRefused(t *testing.T) {
+	t.Parallel()
+	c, err := configs.Load(env(map[string]string{"LEADERBOARD_TIMEZONE": "Local"}))
+	if err == nil {
+		t.Errorf("LEADERBOARD_TIMEZONE=Local accepted (timezone %q): each process would roll daily and weekly boards over at its host's midnight", c.Timezone)
+	}
+}
