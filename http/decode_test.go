@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -13,9 +14,43 @@ import (
 	"github.com/openleaderboard/leaderboard/messages"
 )
 
-// decodeReference is decodeStrict as it was before its fast path: encoding/json alone.
+// decodeReference is decodeStrict without its fast path: the members' check of a body read
+// whole, then encoding/json alone.
 func decodeReference(w http.ResponseWriter, r *http.Request, dst any) *apiError {
-	return decodeJSON(http.MaxBytesReader(w, r.Body, maxBodyBytes), dst)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return decodeJSON(io.MultiReader(bytes.NewReader(data), errReader{err}), dst)
+	}
+	if e := checkMembers(data, dst); e != nil {
+		return e
+	}
+	return decodeJSON(bytes.NewReader(data), dst)
+}
+
+// TestDecodeStrictRefusesAmbiguousMembers: a member named twice, or named only without
+// regard to case (encoding/json reads "Value" and "vaſue" as value), is refused on both
+// paths; a name written with escapes is the name it spells, and metadata's own members
+// are the client's.
+func TestDecodeStrictRefusesAmbiguousMembers(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"value":1,"value":2}`:                      "invalid_json",
+		`{"value":1, "event_id":"a","event_id":"b"}`: "invalid_json",
+		`{"value":1,"metadata":{},"metadata":{}}`:    "invalid_json",
+		`{"Value":1}`:           "unknown_field",
+		`{"value":1,"vaſue":2}`: "unknown_field",
+		`{"value":1,"metadata":{"k":1},"EVENT_ID":"x"}`: "unknown_field",
+		`{"v\u0061lue":1}`:                           "",
+		`{"value":1,"metadata":{"a":1,"a":2,"A":3}}`: "",
+	} {
+		var got boardWriteBody
+		e := decodeStrict(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)), &got)
+		switch {
+		case want == "" && e != nil:
+			t.Errorf("%s: %v, want it read", body, e)
+		case want != "" && (e == nil || e.code != want):
+			t.Errorf("%s: %+v, want 400 %s", body, e, want)
+		}
+	}
 }
 
 // randomBody is a score body as clients write it, or one of the ways they get it wrong.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,32 +86,105 @@ func badRequest(code, format string, args ...any) *apiError {
 }
 
 // decodeStrict decodes one JSON object into dst: unknown fields, trailing data and
-// bodies over maxBodyBytes are errors. A body of plain members (messages.ScanFlat) that
-// dst reads itself (flatDecoder) is decoded without reflection; any other goes through
-// encoding/json as it came, read error included.
+// bodies over maxBodyBytes are errors, and so are member names that only match a field
+// without regard to case (encoding/json's "Score" and "ſcore" for "score") and members
+// named twice (which one counts is up to the parser: a strict proxy or audit log keeping
+// the first would read another score than the service). A body of plain members
+// (messages.ScanFlat) that dst reads itself (flatDecoder) is decoded without reflection;
+// any other goes through encoding/json as it came, read error included.
 func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	var body io.Reader = r.Body
-	if flat, ok := dst.(flatDecoder); ok {
-		buf := bodyBuffers.Get().(*[maxBodyBytes + 1]byte)
-		defer bodyBuffers.Put(buf)
-		n, readErr := readFull(r.Body, buf[:])
-		if readErr == nil && n < len(buf) {
+	buf := bodyBuffers.Get().(*[maxBodyBytes + 1]byte)
+	defer bodyBuffers.Put(buf)
+	n, readErr := readFull(r.Body, buf[:])
+	var body io.Reader
+	switch {
+	case readErr != nil:
+		body = io.MultiReader(bytes.NewReader(buf[:n]), errReader{readErr})
+	case n == len(buf): // cannot happen under MaxBytesReader: the rest is still to read
+		body = io.MultiReader(bytes.NewReader(buf[:n]), r.Body)
+	default:
+		if flat, ok := dst.(flatDecoder); ok {
 			var members [8]messages.FlatMember
 			if k, ok := messages.ScanFlat(buf[:n], members[:]); ok && flat.decodeFlat(members[:k]) {
 				return nil
 			}
 		}
-		switch {
-		case readErr != nil:
-			body = io.MultiReader(bytes.NewReader(buf[:n]), errReader{readErr})
-		case n == len(buf): // cannot happen under MaxBytesReader: the rest is still to read
-			body = io.MultiReader(bytes.NewReader(buf[:n]), r.Body)
-		default:
-			body = bytes.NewReader(buf[:n])
+		if e := checkMembers(buf[:n], dst); e != nil {
+			return e
 		}
+		body = bytes.NewReader(buf[:n])
 	}
 	return decodeJSON(body, dst)
+}
+
+// checkMembers refuses a body whose top-level object names a member twice, or names one
+// that is not exactly one of dst's fields. Anything else wrong with it is decodeJSON's to
+// report.
+func checkMembers(data []byte, dst any) *apiError {
+	names := jsonNames(reflect.TypeOf(dst))
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, 8)
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		switch {
+		case seen[key]:
+			return badRequest("invalid_json", "request body names member %q twice", key)
+		case names != nil && !names[key]:
+			return badRequest("unknown_field", "unknown field %q", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// fieldNames caches jsonNames by type.
+var fieldNames sync.Map // reflect.Type -> map[string]bool
+
+// jsonNames are the member names encoding/json reads into a *struct type t, exactly as
+// its fields name them; nil for any other type.
+func jsonNames(t reflect.Type) map[string]bool {
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if names, ok := fieldNames.Load(t); ok {
+		return names.(map[string]bool)
+	}
+	names := map[string]bool{}
+	var add func(reflect.Type)
+	add = func(st reflect.Type) {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			switch {
+			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+				add(f.Type)
+			case !f.IsExported():
+			case name != "":
+				names[name] = true
+			default:
+				names[f.Name] = true
+			}
+		}
+	}
+	add(t.Elem())
+	fieldNames.Store(t, names)
+	return names
 }
 
 // decodeJSON decodes one JSON object from body into dst with encoding/json: unknown fields,

@@ -21,8 +21,9 @@ func (m FlatMember) IsString() bool { return m.Value[0] == '"' }
 // string values of printable ASCII other than '"' and '\' (no escapes), integer values
 // (-?(0|[1-9][0-9]*)), JSON whitespace between tokens and after the object.
 // It returns the members read and true, or false at anything else (more members than out
-// holds too; a key twice is read in order, the last one counting, as encoding/json does); the caller then decodes data with encoding/json, which reads every object
-// ScanFlat reads to the same values and gives the right error for the rest. This is the
+// holds, or a key twice, too); the caller then decodes data with encoding/json, which
+// reads every object ScanFlat reads to the same values and gives the right error for the
+// rest (the API refuses a key twice before it: decodeStrict). This is the
 // hot path's decode: the API's score bodies and the projector's commands, without
 // reflection.
 func ScanFlat(data []byte, out []FlatMember) (int, bool) {
@@ -54,7 +55,13 @@ func ScanFlat(data []byte, out []FlatMember) (int, bool) {
 		if !ok {
 			return 0, false
 		}
-		out[n] = FlatMember{Key: key[1 : len(key)-1], Value: value}
+		key = key[1 : len(key)-1]
+		for _, m := range out[:n] {
+			if bytes.Equal(m.Key, key) {
+				return 0, false
+			}
+		}
+		out[n] = FlatMember{Key: key, Value: value}
 		n++
 		i = skipSpace(data, next)
 		if i == len(data) {

@@ -217,3 +217,60 @@ func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
 		return ""
 	})
 }
+
+// A write body is read by encoding/json, which matches member names without
+// regard to case and folds Unicode (U+017F "ſ" is "s", U+212A "K" is "k"), and lets a
+// repeated member override the first. A strict intermediary (a game server relaying a
+// client's body, a WAF, an anti-cheat or audit log that parses JSON exactly or keeps the
+// first member) and this service then read two different scores from one body: the
+// intermediary sees {"score": 5}, the service applies 9000. API.md and the decoder's own
+// doc say unknown fields are errors.
+
+// TestFoldedMemberNamesAreUnknownFields: "Score" and "ſcore" are not "score".
+func TestFoldedMemberNamesAreUnknownFields(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	tok := mintToken(t, "folder")
+	for _, body := range []string{
+		`{"score": 5, "Score": 9000}`,
+		`{"score": 5, "ſcore": 9000}`,
+		`{"ſcore": 9000}`,
+		`{"SCORE": 9000}`,
+	} {
+		r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, body)
+		if r.status != http.StatusBadRequest || r.body["error_code"] != "unknown_field" {
+			t.Errorf("POST /v1/scores %s: %d %s, want 400 unknown_field", body, r.status, r.raw)
+		}
+	}
+	// The same holds for the signed increment's members and the generic write's.
+	r := svc.do(t, http.MethodPost, "/v1/boards/global/scores", tok, `{"vaLue": 9000}`)
+	if r.status != http.StatusBadRequest || r.body["error_code"] != "unknown_field" {
+		t.Errorf(`POST /v1/boards/global/scores {"vaLue": 9000}: %d %s, want 400 unknown_field`, r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/folder", tok, ""); r.status != http.StatusNotFound {
+		t.Errorf("after refused writes the user has an entry: %d %s", r.status, r.raw)
+	}
+}
+
+// TestDuplicateMembersAreRefused: a body naming a member twice is ambiguous (a
+// first-wins parser and this last-wins one disagree on the score): 400.
+func TestDuplicateMembersAreRefused(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	tok := mintToken(t, "dup")
+	for _, c := range []struct{ path, body string }{
+		{"/v1/scores", `{"score": 5, "score": 9000}`},
+		{"/v1/boards/global/scores", `{"value": 5, "value": 9000}`},
+		{"/v1/scores", `{"score": 5, "event_id": "d-1", "event_id": "d-2"}`},
+	} {
+		r := svc.do(t, http.MethodPost, c.path, tok, c.body)
+		if r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_json" {
+			t.Errorf("POST %s %s: %d %s, want 400 invalid_json", c.path, c.body, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/dup", tok, ""); r.status != http.StatusNotFound {
+		t.Errorf("after refused writes the user has an entry: %d %s", r.status, r.raw)
+	}
+}
