@@ -73,8 +73,9 @@ type guarded struct {
 	// not), which release gives back.
 	action  string
 	cooling bool
-	// spent are the rate budgets check spent a write of, which refund gives back.
-	spent []spentBudget
+	// spent[:nspent] are the rate budgets check spent a write of, which refund gives back.
+	spent  [2]spentBudget
+	nspent int
 }
 
 // spentBudget is one write taken from a subject's rate budget.
@@ -135,7 +136,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 // rateLimit spends one write of the user's budget (and of the board's, when it has one);
 // server tokens spend their own budget only when LEADERBOARD_SERVER_RATE_LIMIT is set.
 // Over a budget, again tells a retry of a write accepted before (retry), which is not
-// refused. What it spent is in w.spent.
+// refused. What it spent is in w.spent (at most two budgets).
 func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (refusal *apiError, again bool) {
 	var budgets [2]spentBudget
 	all := budgets[:0]
@@ -158,7 +159,8 @@ func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (r
 			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
 				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(wait))}, b.subject+" "+b.rate.String()), false
 		}
-		w.spent = append(w.spent, b)
+		w.spent[w.nspent] = b
+		w.nspent++
 	}
 	return nil, false
 }
@@ -171,7 +173,7 @@ func (g *Guard) refund(ctx context.Context, w guarded) {
 	if g == nil {
 		return
 	}
-	for _, b := range w.spent {
+	for _, b := range w.spent[:w.nspent] {
 		if err := g.limits.Refund(context.WithoutCancel(ctx), b.subject, b.rate.N, b.rate.Per); err != nil {
 			g.logger.Warn("refund rate budget", "err", err, "subject", b.subject)
 		}
