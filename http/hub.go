@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -138,9 +139,13 @@ type client struct {
 	topSince     time.Time // when top became pending
 	lastVersion  int64     // newest snapshot version queued or handed out
 	lastEntries  []byte    // the entries of that snapshot (nil: none yet, or a new period)
-	userEvents   [][]byte
+	userEvents   []Frame // user.rank.updated and user.rank.removed
 	userVersion  int64 // the version of the newest own entry queued (0: none, or a new period)
+	userShown    bool  // an own entry of the followed period was queued, and not withdrawn since
 	lastTopWrite time.Time
+	// movedFrom is the newest version the client had before a move whose snapshot is still
+	// to come (Move), so that a move tried again does not take it for a client with none.
+	movedFrom int64
 }
 
 func (c *client) drop() { c.goneOnce.Do(func() { close(c.gone) }) }
@@ -175,7 +180,7 @@ func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bo
 
 // take returns what the client should write at now: the pending snapshot once the window
 // since the last one has passed (wait says how long until then), and user events.
-func (c *client) take(window time.Duration, now time.Time) (top *snapshot, users [][]byte, wait time.Duration) {
+func (c *client) take(window time.Duration, now time.Time) (top *snapshot, users []Frame, wait time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	users, c.userEvents = c.userEvents, nil
@@ -230,16 +235,39 @@ func (h *Hub) offerOwnEntry(ctx context.Context, c *client, period string) {
 // already: a read answered after a later one (the read at connect, or at a reset, and the
 // one of a change told meanwhile) never replaces what the client shows with an older entry.
 func (c *client) offerUser(key string, version int64, data []byte) {
+	c.queueUser(key, version, data, false)
+}
+
+// queueUser queues an own-entry event (offerUser); again (a refresh) skips an entry of the
+// version queued already. A withdrawal (version -1, data a user.rank.removed event) is
+// queued only when the client shows an entry.
+func (c *client) queueUser(key string, version int64, data []byte, again bool) {
 	c.mu.Lock()
-	if c.following != key || version < c.userVersion {
+	var stale bool
+	switch {
+	case c.following != key:
+		stale = true
+	case version < 0:
+		stale = !c.userShown
+	default:
+		stale = version < c.userVersion || again && version == c.userVersion && c.userShown
+	}
+	if stale {
 		c.mu.Unlock()
 		return
 	}
-	c.userVersion = version
+	if version >= 0 {
+		c.userVersion = version
+	}
+	c.userShown = version >= 0
+	f := Frame{Event: "user.rank.updated", Data: data}
+	if version < 0 {
+		f.Event = "user.rank.removed"
+	}
 	if len(c.userEvents) < 16 { // only the newest matter; never grow without bound
-		c.userEvents = append(c.userEvents, data)
+		c.userEvents = append(c.userEvents, f)
 	} else {
-		c.userEvents[len(c.userEvents)-1] = data
+		c.userEvents[len(c.userEvents)-1] = f
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -255,8 +283,8 @@ func (s *Subscription) Frames() ([]Frame, time.Duration) {
 		s.hub.sent.WithLabelValues("leaderboard.updated").Inc()
 	}
 	for _, u := range users {
-		frames = append(frames, Frame{Event: "user.rank.updated", Data: u})
-		s.hub.sent.WithLabelValues("user.rank.updated").Inc()
+		frames = append(frames, u)
+		s.hub.sent.WithLabelValues(u.Event).Inc()
 	}
 	return frames, wait
 }
@@ -268,21 +296,38 @@ func (s *Subscription) Period() string {
 	return s.c.period
 }
 
+// errNoRedisVersion is a move's snapshot withheld: read from PostgreSQL while Redis is
+// down (version 0), after versions from Redis, which would make the stream's ids go back.
+var errNoRedisVersion = errors.New("the new period's top was read without a version (Redis unavailable); reading it again")
+
 // Move switches the subscription to another period of its board (a reset) and queues
 // that period's snapshot, whatever version the client had of the old one; but not a
 // snapshot read from PostgreSQL while Redis is down (version 0) after versions from Redis,
-// which would make the stream's ids go back: the period's first top from Redis follows.
+// which would make the stream's ids go back: Move then answers errNoRedisVersion, and the
+// caller moves again later (the read then loads the period into Redis once it is back: on
+// a quiet board no notification would ever bring its top). A move again to the period the
+// client already has a top of from Redis (a notification came meanwhile) keeps that top.
 func (s *Subscription) Move(ctx context.Context, period string) error {
 	h, c := s.hub, s.c
+	key := c.board + ":" + period
 	// The client stops taking the old period's snapshots first: one being published to it
 	// now is refused, and cannot replace the new period's (nor raise the version above it).
 	c.mu.Lock()
-	had := c.lastVersion
-	c.top, c.lastVersion, c.lastEntries, c.following, c.userVersion = nil, -1, nil, c.board+":"+period, 0
+	if c.following == key && c.lastVersion > 0 && c.movedFrom > 0 {
+		c.movedFrom = 0
+		c.mu.Unlock()
+		h.offerOwnEntry(ctx, c, period)
+		return nil
+	}
+	had := max(c.lastVersion, c.movedFrom)
+	if c.following != key {
+		c.userVersion, c.userShown = 0, false
+	}
+	c.top, c.lastVersion, c.lastEntries, c.following, c.movedFrom = nil, -1, nil, key, had
 	c.mu.Unlock()
 	h.mu.Lock()
 	h.leave(c)
-	c.period, c.key = period, c.board+":"+period
+	c.period, c.key = period, key
 	if h.clients[c.key] == nil {
 		h.clients[c.key] = map[*client]bool{}
 	}
@@ -292,10 +337,14 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 	if err != nil {
 		return err
 	}
-	if snap.version > 0 || had <= 0 {
-		c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
-	}
 	h.offerOwnEntry(ctx, c, period)
+	if snap.version <= 0 && had > 0 {
+		return errNoRedisVersion
+	}
+	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
+	c.mu.Lock()
+	c.movedFrom = 0
+	c.mu.Unlock()
 	return nil
 }
 
@@ -421,8 +470,15 @@ func (h *Hub) Wake(board string) {
 	}
 }
 
-// UsersChanged tells the users' open streams their new score and rank on the board.
+// UsersChanged tells the users' open streams their new score and rank on the board; a
+// user without an entry any more (removed, or hidden by a ban) gets user.rank.removed on
+// the streams that show one.
 func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []string) {
+	h.usersChanged(ctx, board, period, users, false)
+}
+
+// usersChanged is UsersChanged; again (a refresh) skips entries the streams have already.
+func (h *Hub) usersChanged(ctx context.Context, board, period string, users []string, again bool) {
 	key := board + ":" + period
 	for _, u := range users {
 		h.mu.Lock()
@@ -436,20 +492,25 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 		if len(targets) == 0 {
 			continue
 		}
-		e, err := h.boards.User(ctx, board, period, u)
-		if err != nil {
+		version, data := int64(-1), []byte(nil)
+		switch e, err := h.boards.User(ctx, board, period, u); {
+		case errors.Is(err, storage.ErrNotFound):
+			data = h.renderRemoved(board, period, u)
+		case err != nil:
 			continue // the next change, or a reconnect, brings it
+		default:
+			version, data = e.Version, h.renderUser(board, period, u, e)
 		}
-		data := h.renderUser(board, period, u, e)
 		for _, c := range targets {
-			c.offerUser(key, e.Version, data) // not when it moved to another period meanwhile
+			c.queueUser(key, version, data, again) // not when it moved to another period meanwhile
 		}
 	}
 }
 
 // Refresh reads a board period's top from Redis and publishes it when it is newer than
 // the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
-// streams so.
+// streams so. When it is newer, the own entries of the users streaming the period are read
+// again too: a notification lost on its way (Kafka down) would leave them stale for good.
 func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	tops := h.cfg.Tops
 	if tops == nil {
@@ -459,8 +520,24 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	if err != nil {
 		return err
 	}
-	if top.Version > 0 { // a top read from PostgreSQL has none: nothing to compare
-		h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	if top.Version <= 0 { // a top read from PostgreSQL has none: nothing to compare
+		return nil
+	}
+	key := board + ":" + period
+	h.mu.Lock()
+	cur, ok := h.latest[key]
+	missed := !ok || cur.version < top.Version
+	h.mu.Unlock()
+	h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	if missed {
+		h.mu.Lock()
+		users := make([]string, 0, len(h.clients[key]))
+		for c := range h.clients[key] {
+			users = append(users, c.user)
+		}
+		h.mu.Unlock()
+		slices.Sort(users)
+		h.usersChanged(ctx, board, period, slices.Compact(users), true)
 	}
 	return nil
 }
@@ -557,6 +634,13 @@ func (h *Hub) renderTop(board, period string, version int64, updatedAt time.Time
 	}
 	data, _ := json.Marshal(v)
 	return snapshot{key: board + ":" + period, version: version, data: data, entries: listed}
+}
+
+// renderRemoved renders a user.rank.removed event: the user has no entry on the board
+// period any more (removed by an admin, or hidden by a ban).
+func (h *Hub) renderRemoved(board, period, user string) []byte {
+	data, _ := json.Marshal(map[string]any{"user_id": user, "board": board, "period": period, "ts": h.cfg.Now().UTC()})
+	return data
 }
 
 // renderUser renders a user.rank.updated event.

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -70,19 +71,29 @@ func TestMoveSendsNoDegradedSnapshotAfterVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*client{had, fresh} {
-		if err := (&Subscription{hub: h, c: c}).Move(context.Background(), "2026-01-02"); err != nil {
-			t.Fatal(err)
-		}
+	// The stream that had versions is told to move again later (errNoRedisVersion): on a
+	// quiet board no notification brings the new day's top, a read once Redis is back does.
+	if err := (&Subscription{hub: h, c: had}).Move(context.Background(), "2026-01-02"); !errors.Is(err, errNoRedisVersion) {
+		t.Fatalf("move of a stream that had versions: %v, want errNoRedisVersion", err)
+	}
+	if err := (&Subscription{hub: h, c: fresh}).Move(context.Background(), "2026-01-02"); err != nil {
+		t.Fatal(err)
 	}
 	clk.advance(time.Second)
 	if top, _, _ := had.take(0, clk.now()); top != nil {
 		t.Errorf("after versions from Redis, the reset sent the degraded snapshot with version %d", top.version)
 	}
+	if err := (&Subscription{hub: h, c: had}).Move(context.Background(), "2026-01-02"); !errors.Is(err, errNoRedisVersion) {
+		t.Fatalf("the move tried again, Redis still down: %v, want errNoRedisVersion (the version it had is kept)", err)
+	}
 	if top, _, _ := fresh.take(0, clk.now()); top == nil || top.version != 0 {
 		t.Errorf("a stream that had no version got %+v at the reset, want the degraded snapshot", top)
 	}
 	h.PublishTop("daily", "2026-01-02", 1_795_000_000_000_007, clk.now(), entries)
+	// A move tried again after the new day's first top from Redis came keeps it.
+	if err := (&Subscription{hub: h, c: had}).Move(context.Background(), "2026-01-02"); err != nil {
+		t.Fatalf("the move tried again after a top from Redis: %v", err)
+	}
 	if top, _, _ := had.take(0, clk.now()); top == nil || top.version != 1_795_000_000_000_007 {
 		t.Errorf("the new day's first top from Redis: %+v", top)
 	}

@@ -130,6 +130,12 @@ async function connect() {
     mine = { user_id: u.user_id, score: u.score, rank: u.rank, nick_name: "" };
     renderMine();
   });
+  source.addEventListener("user.rank.removed", ev => { // removed by an admin, or hidden by a ban
+    const u = JSON.parse(ev.data);
+    if (u.period !== lastPeriod && lastPeriod !== "") return;
+    mine = null;
+    renderMine();
+  });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) { // refused (e.g. expired token): get a new token
       if (bearer) source = null;
