@@ -142,11 +142,6 @@ func (s *server) handleStartSeason() http.HandlerFunc {
 			writeError(w, r, http.StatusConflict, "season_exists", "season "+configs.FirstSeason+" is the first season of every season board", "")
 			return
 		}
-		previous, err := s.Periods.Current(r.Context(), b)
-		if err != nil {
-			s.readFailed(w, r, err)
-			return
-		}
 		started, err := s.Periods.StartSeason(r.Context(), b, req.Season, claimsFrom(r.Context()).Subject, req.Reason)
 		if errors.Is(err, storage.ErrSeasonExists) {
 			writeError(w, r, http.StatusConflict, "season_exists", "board "+b.Key()+" already had a season "+strconv.Quote(req.Season), "")
@@ -155,6 +150,10 @@ func (s *server) handleStartSeason() http.HandlerFunc {
 		if err != nil {
 			s.readFailed(w, r, err)
 			return
+		}
+		previous := started.Previous
+		if previous == "" {
+			previous = configs.FirstSeason
 		}
 		s.Logger.Info("season started", "board", b.Key(), "season", started.Name, "previous", previous, "by", started.StartedBy)
 		if s.Hub != nil { // this process's streams of the board move to it now (others at their next wake)

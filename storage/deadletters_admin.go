@@ -115,9 +115,10 @@ func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error)
 func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
 		var user, event sql.NullString
-		var uuid string
+		var uuid, topic, reason string
 		var attempts int
-		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id, uuid, attempts`, id).Scan(&user, &event, &uuid, &attempts)
+		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id, uuid, attempts, topic, reason`, id).
+			Scan(&user, &event, &uuid, &attempts, &topic, &reason)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -139,7 +140,9 @@ func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) er
 				return err
 			}
 		}
-		return audit(ctx, tx, actor, "dlq.delete", []int64{id}, nil)
+		// The dead letter is gone: the audit says what it was.
+		return audit(ctx, tx, actor, "dlq.delete", []int64{id}, map[string]any{"letters": []map[string]any{
+			letterDetail(id, uuid, event.String, user.String, topic, reason, attempts)}})
 	})
 }
 
@@ -158,7 +161,7 @@ func (a *DeadLetterAdmin) Requeue(ctx context.Context, id int64, actor string) e
 		if err := a.requeue(ctx, tx, []DeadLetter{l}); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "dlq.requeue", []int64{id}, nil)
+		return audit(ctx, tx, actor, "dlq.requeue", []int64{id}, map[string]any{"letters": lettersDetail([]DeadLetter{l})})
 	})
 }
 
@@ -190,7 +193,7 @@ func (a *DeadLetterAdmin) RequeueMatching(ctx context.Context, f DeadLetterFilte
 		if err := a.requeue(ctx, tx, letters); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "dlq.requeue_matching", ids, map[string]any{"topic": f.Topic, "reason_contains": f.ReasonContains})
+		return audit(ctx, tx, actor, "dlq.requeue_matching", ids, map[string]any{"topic": f.Topic, "reason_contains": f.ReasonContains, "letters": lettersDetail(letters)})
 	})
 	return ids, err
 }
@@ -252,6 +255,20 @@ func (a *DeadLetterAdmin) inTx(ctx context.Context, fn func(*sql.Tx) error) erro
 		return unavailable("dead letter admin", err)
 	}
 	return unavailable("commit", tx.Commit())
+}
+
+// letterDetail is what an audit record says of a dead letter it deleted or requeued: the
+// dead letter's id means nothing once it is gone.
+func letterDetail(id int64, uuid, eventID, userID, topic, reason string, attempts int) map[string]any {
+	return map[string]any{"id": id, "uuid": uuid, "event_id": eventID, "user_id": userID, "topic": topic, "reason": reason, "attempts": attempts}
+}
+
+func lettersDetail(letters []DeadLetter) []map[string]any {
+	out := make([]map[string]any, len(letters))
+	for i, l := range letters {
+		out[i] = letterDetail(l.ID, l.UUID, l.EventID, l.Metadata[metaPartitionKey], l.Topic, l.Reason, l.Attempts)
+	}
+	return out
 }
 
 func audit(ctx context.Context, tx *sql.Tx, actor, action string, ids []int64, detail map[string]any) error {

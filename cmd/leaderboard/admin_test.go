@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +134,97 @@ func TestDeadLetterAdmin(t *testing.T) {
 	}
 	if n := env.count(`SELECT count(*) FROM admin_audit WHERE action = 'dlq.requeue_matching' AND detail->>'reason_contains' = 'decode ScoreSubmitted'`); n != 1 {
 		t.Fatalf("bulk requeue not audited with its filter")
+	}
+}
+
+// TestConcurrentSeasonStartsChain: admins start several seasons of one board at
+// once (different names). Each 201 names the season it replaced (previous_season); the
+// seasons then form one chain from season 1, and its last is the current season (every
+// answer named season 1, and a start whose transaction began first but committed last
+// was never current; found by a review of operators' endpoints).
+func TestConcurrentSeasonStartsChain(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	admin := mintToken(t, "ops", "admin")
+	const n = 8
+	type started struct{ season, previous string }
+	var mu sync.Mutex
+	var got []started
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("s%d", i+2)
+			r := svc.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "`+name+`"}`)
+			if r.status != http.StatusCreated {
+				t.Errorf("start %s: %d %s", name, r.status, r.raw)
+				return
+			}
+			mu.Lock()
+			got = append(got, started{name, fmt.Sprint(r.body["previous_season"])})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	prevs := map[string][]string{}
+	for _, s := range got {
+		prevs[s.previous] = append(prevs[s.previous], s.season)
+	}
+	for p, ss := range prevs {
+		if len(ss) > 1 {
+			sort.Strings(ss)
+			t.Errorf("seasons %v were each answered 201 as replacing season %q: only one of them did", ss, p)
+		}
+	}
+	last, chained := "1", 0
+	for len(prevs[last]) == 1 {
+		last, chained = prevs[last][0], chained+1
+	}
+	r := svc.do(t, http.MethodGet, "/v1/boards", admin, "")
+	current := ""
+	for _, b := range r.body["boards"].([]any) {
+		if m := b.(map[string]any); m["id"] == "season" {
+			current, _ = m["current_period"].(string)
+		}
+	}
+	if chained != n || current != last {
+		t.Errorf("the answers chain %d of %d seasons from season 1, to %q; the current season is %q", chained, n, last, current)
+	}
+}
+
+// TestDeadLetterDeleteAuditNamesWhatWasDropped: an admin deletes the dead letter of
+// a player's valid score command. The dead letter, payload and all, is gone; the audit
+// trail is then the only record of the action, and must say which command (event id) of
+// which user was dropped, not only the dead letter's now meaningless id (it said only
+// that; found by a review of operators' endpoints).
+func TestDeadLetterDeleteAuditNamesWhatWasDropped(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	admin := mintToken(t, "ops-bob", "admin")
+	ctx := context.Background()
+	cmd, _ := json.Marshal(messages.ScoreSubmitted{EventID: "drop-ev-1", Board: "global", Period: "all_time", UserID: "victim-7", Value: 321, OccurredAt: time.Now().UTC()})
+	meta, _ := json.Marshal(map[string]string{"event_id": "drop-ev-1", "partition_key": "victim-7"})
+	var id int64
+	if err := env.db().QueryRow(ctx, `INSERT INTO dead_letters (uuid, event_id, user_id, payload, metadata, reason, topic, handler, subscriber)
+		VALUES ('drop-ev-1', 'drop-ev-1', 'victim-7', $1, $2, 'panic: handler bug', 'leaderboard.score-events', 'apply-score', 'kafka') RETURNING id`, cmd, meta).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if r := svc.do(t, http.MethodDelete, fmt.Sprintf("/admin/dlq/%d", id), admin, ""); r.status != 200 {
+		t.Fatalf("delete: %d %s", r.status, r.raw)
+	}
+	r := svc.do(t, http.MethodGet, "/admin/audit", admin, "")
+	if r.status != 200 {
+		t.Fatalf("audit: %d %s", r.status, r.raw)
+	}
+	items, _ := r.body["items"].([]any)
+	if len(items) == 0 {
+		t.Fatalf("no audit record of the delete: %s", r.raw)
+	}
+	rec, _ := json.Marshal(items[0])
+	if !strings.Contains(string(rec), "drop-ev-1") || !strings.Contains(string(rec), "victim-7") {
+		t.Errorf("the audit record of a dead letter's delete does not name the dropped command's event id and user: %s", rec)
 	}
 }
