@@ -100,13 +100,14 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 }
 
 // check decides whether a write may go on: nil, or the refusal to answer. A write over
-// the rate goes on when retry tells it is a retry of a write accepted before (answered as
-// the first time, or 409): no refusal then, counted or recorded.
+// the rate, or while the backlog is full, goes on when retry tells it is a retry of a
+// write accepted before (answered as the first time, or 409; it adds nothing to the
+// backlog): no refusal then, counted or recorded.
 func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiError {
 	if g == nil {
 		return errNoGuard
 	}
-	if g.backlog.Full() {
+	if g.backlog.Full() && (retry == nil || !retry()) {
 		return g.refuse(*w, &apiError{status: http.StatusServiceUnavailable, code: "backlog_full", retryAfter: 2 * time.Second,
 			message: "the pipeline is behind; retry with the same event_id"}, "")
 	}

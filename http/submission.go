@@ -156,9 +156,7 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 			case unchanged && (was == "" || was == period):
 				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
 			case unchanged: // a retry after a reset: answered for the period it was made in
-				if cur, err := s.reads.fast(ctx, w.Board, was, w.UserID); err == nil {
-					return submitted{Unchanged: true, Entry: cur, Period: was, At: at}, nil
-				}
+				return s.againUnchanged(ctx, w, was, at)
 			}
 			return outcome(seen, period, at)
 		}
@@ -180,14 +178,33 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 	// Redis could not tell, or the period was reset since) is answered unchanged again,
 	// with the entry as it is in the period the write was made in.
 	if seen == storage.Duplicate && w.mayBeUnchanged() && w.ClientEventID {
-		if was, made, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); err == nil && was {
-			made = cmp.Or(made, period)
-			if cur, err := s.reads.fast(ctx, w.Board, made, w.UserID); err == nil {
-				return submitted{Unchanged: true, Entry: cur, Period: made, At: at}, nil
-			}
+		switch was, made, err := s.requests.WasUnchanged(ctx, w.UserID, w.EventID); {
+		case err != nil: // it may have been: not told "accepted"
+			return submitted{}, err
+		case was:
+			return s.againUnchanged(ctx, w, cmp.Or(made, period), at)
 		}
 	}
 	return outcome(seen, period, at)
+}
+
+// againUnchanged answers the retry of a write answered unchanged, in the period it was
+// made in, with the entry as it is there: from Redis, or from PostgreSQL while Redis is
+// down (such a write was never accepted, so it is never answered 202; when neither
+// answers, the error wraps storage.ErrUnavailable and the client retries). An entry
+// removed since is answered with none.
+func (s submission) againUnchanged(ctx context.Context, w submit, period string, at time.Time) (submitted, error) {
+	cur, _, err := s.reads.user(ctx, w.Board, period, w.UserID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		cur, err = storage.Entry{UserID: w.UserID}, nil
+	case err != nil && !errors.Is(err, storage.ErrUnavailable):
+		err = fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+	}
+	if err != nil {
+		return submitted{}, err
+	}
+	return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
 }
 
 // Seen tells whether the request log holds the write's event id (the client's own) from

@@ -485,3 +485,32 @@ func TestWarnsWhenRedisMayEvict(t *testing.T) {
 		t.Errorf("a warning at start against the machine's Redis (noeviction):\n%s", tail(logs, 2000))
 	}
 }
+
+// TestUnchangedRetryWhileRedisIsDownIsNotAccepted: a best score answered
+// "unchanged" (its client's event id recorded so) and retried while Redis is down must
+// not be answered 202 "accepted": nothing was put in the outbox and nothing will ever be
+// applied, yet the client is told its write is on its way. The first answer was
+// "unchanged"; the retry is answered so again, from PostgreSQL (it was 202; found by a
+// review of the write path).
+func TestUnchangedRetryWhileRedisIsDownIsNotAccepted(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0"})
+	tok := mintToken(t, "r37-unchanged")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 100, "event_id": "r37-high"}`); r.status != 200 {
+		t.Fatalf("first write: %d %s", r.status, r.raw)
+	}
+	r := svc.submit(t, tok, `{"score": 50, "event_id": "r37-low"}`)
+	if r.status != 200 || r.body["status"] != "unchanged" {
+		t.Fatalf("lower score: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+	px.setDown(true)
+	r = svc.submit(t, tok, `{"score": 50, "event_id": "r37-low"}`)
+	if r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 100 {
+		t.Errorf("retry of a write answered unchanged, Redis down: %d %s, want 200 unchanged with the entry's 100 (202 accepted: it is in no outbox and never applied)", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE event_id = 'r37-low'`); n != 0 {
+		t.Errorf("the unchanged write was applied %d times", n)
+	}
+}

@@ -352,3 +352,45 @@ func waitTCP(t *testing.T, addr string) {
 	}
 	t.Fatalf("nothing listens on %s", addr)
 }
+
+// TestRetryOfAnAcceptedWriteIsAnsweredWhileTheBacklogIsFull: a write accepted
+// (202) whose answer the client lost is retried with the same event id while the backlog
+// is full. The retry adds nothing to the outbox; as for the rate limit (a retry is
+// answered as the first time, README "Protecting your board"), it should be answered as
+// the first time (202 accepted), not 503 backlog_full: a client whose 202 was lost keeps
+// being told its accepted write was refused ("retry") for as long as the pipeline is
+// behind, and may give up on a write the service will apply (it was 503; found by a
+// review of the write path).
+func TestRetryOfAnAcceptedWriteIsAnsweredWhileTheBacklogIsFull(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	// An API without relay and projector: nothing leaves the outbox.
+	svc := env.start(map[string]string{"LEADERBOARD_ROLES": "api", "LEADERBOARD_MAX_BACKLOG": "3"})
+	srv := mintToken(t, "gs37", "server")
+	for i := range 5 {
+		r := svc.submit(t, srv, fmt.Sprintf(`{"score": %d, "user_id": "bf-%d", "event_id": "bf-%d"}`, i+1, i, i))
+		if r.status != http.StatusAccepted {
+			t.Fatalf("write %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	// Wait for the backlog count to see them (new writes, each its own event id).
+	n := 0
+	eventually(t, 10*time.Second, func() string {
+		n++
+		r := svc.submit(t, srv, fmt.Sprintf(`{"score": 1, "user_id": "bf-new", "event_id": "bf-new-%d"}`, n))
+		if r.status == 503 && r.body["error_code"] == "backlog_full" {
+			return ""
+		}
+		return fmt.Sprintf("%d %s", r.status, r.raw)
+	})
+	r := svc.submit(t, srv, `{"score": 1, "user_id": "bf-0", "event_id": "bf-0"}`)
+	if r.status != http.StatusAccepted {
+		t.Errorf("retry of an accepted write while the backlog is full: %d %s, want 202 as the first time", r.status, r.raw)
+	}
+	if r := svc.submit(t, srv, `{"score": 2, "user_id": "bf-0", "event_id": "bf-0"}`); r.status != http.StatusConflict {
+		t.Errorf("another body under an accepted event id while the backlog is full: %d %s, want 409", r.status, r.raw)
+	}
+	if r := svc.submit(t, srv, `{"score": 1, "user_id": "bf-9", "event_id": "bf-9"}`); r.status != 503 || r.body["error_code"] != "backlog_full" {
+		t.Errorf("a new write while the backlog is full: %d %s, want 503 backlog_full", r.status, r.raw)
+	}
+}
