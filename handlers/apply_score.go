@@ -394,9 +394,19 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 }
 
 // FoldWith returns the fold of a projection with the rules of the boards board looks up:
-// each new event is combined with its entry by its board's operator, in batch order.
+// each new event is combined with its entry by its board's operator, in the order the
+// events were accepted (OccurredAt; the batch's order, which is the outbox's commit order,
+// for events of one instant). Two writes of one user can commit the other way round from
+// how they were accepted (each waits for the guard and the group commit after taking its
+// time), and an admin's adjustment or removal may meet in one batch with a write accepted
+// before it: in batch order the older write was applied over the newer one.
 func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
+	byAcceptance := func(a, b storage.ScoreEvent) int { return a.OccurredAt.Compare(b.OccurredAt) }
 	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
+		if !slices.IsSortedFunc(events, byAcceptance) {
+			events = slices.Clone(events)
+			slices.SortStableFunc(events, byAcceptance)
+		}
 		state := map[storage.EntryKey]*storage.EntryState{}
 		for k, s := range current {
 			state[k] = &s
@@ -433,6 +443,11 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 					continue
 				}
 				next = storage.EntryState{Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt, Metadata: e.Metadata}
+				if cur != nil && v.UpdatedAt.After(e.OccurredAt) {
+					// A newer event changed the entry last (an increment accepted before it,
+					// applied after): its metadata stays.
+					next.Metadata = prev.Metadata
+				}
 			}
 			next.Board, next.Period, next.UserID, next.SortKey = k.Board, k.Period, k.UserID, b.SortKey(next.Score)
 			state[k] = &next
