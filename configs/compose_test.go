@@ -2,6 +2,7 @@ package configs_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -146,4 +147,25 @@ func mustPort(t *testing.T, s string) uint32 {
 		n = n*10 + uint32(r-'0')
 	}
 	return n
+}
+
+// TestComposePublishesOnlyTheAPI: compose publishes Prometheus on every host
+// interface ("9090:9090"). Prometheus asks no credentials: anyone who reaches the machine
+// can run arbitrary PromQL (CPU and memory of the Prometheus container), list the internal
+// targets, and read the relay's and projector's metrics, which compose deliberately does
+// not publish. Only the API replicas are meant to be reachable from outside; Prometheus
+// should be bound to the host's loopback (127.0.0.1:9090:9090) or not published.
+func TestComposePublishesOnlyTheAPI(t *testing.T) {
+	p := loadCompose(t)
+	for name, s := range p.Services {
+		if name == "api-1" || name == "api-2" {
+			continue
+		}
+		for _, port := range s.Ports {
+			if ip := net.ParseIP(port.HostIP); ip == nil || !ip.IsLoopback() {
+				t.Errorf("compose publishes %s's port %d on host address %q (every interface): bind it to 127.0.0.1 or do not publish it",
+					name, port.Target, port.HostIP)
+			}
+		}
+	}
 }

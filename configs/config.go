@@ -269,10 +269,11 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 
 	if raw := get("LEADERBOARD_REDIS_CLUSTER_ADDRS", ""); raw != "" {
-		for _, a := range strings.Split(raw, ",") {
+		for i, a := range strings.Split(raw, ",") {
 			a = strings.TrimSpace(a)
-			if err := checkHostPort(a); err != nil {
-				errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_CLUSTER_ADDRS: %q is not host:port", a))
+			if err := checkAddress(a); err != nil {
+				// Not the value: one pasted from a URL may hold a password.
+				errs = append(errs, fmt.Errorf("LEADERBOARD_REDIS_CLUSTER_ADDRS: address %d is not host:port", i+1))
 				continue
 			}
 			c.RedisClusterAddrs = append(c.RedisClusterAddrs, a)
@@ -283,10 +284,10 @@ func Load(getenv func(string) string) (Config, error) {
 	if brokers == EmbeddedKafka {
 		c.EmbeddedKafka = true
 	} else {
-		for _, b := range strings.Split(brokers, ",") {
+		for i, b := range strings.Split(brokers, ",") {
 			b = strings.TrimSpace(b)
-			if err := checkHostPort(b); err != nil {
-				errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_BROKERS: %q is not host:port", b))
+			if err := checkAddress(b); err != nil {
+				errs = append(errs, fmt.Errorf("LEADERBOARD_KAFKA_BROKERS: broker %d is not host:port", i+1))
 				continue
 			}
 			c.KafkaBrokers = append(c.KafkaBrokers, b)
@@ -385,6 +386,11 @@ func Load(getenv func(string) string) (Config, error) {
 	if !validName(c.TopicPrefix) {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_TOPIC_PREFIX=%q: want letters, digits, '_', '-' or '.'", c.TopicPrefix))
 	}
+	if c.SigningSecret != "" && (c.SigningSecret == c.JWTSecret || c.SigningSecret == DevJWTSecret) {
+		// The game servers holding it could mint any token, admin included (or, the
+		// development secret being published, anyone could sign increments).
+		errs = append(errs, errors.New("LEADERBOARD_SIGNING_SECRET: want a key of its own, not LEADERBOARD_JWT_SECRET nor the development secret"))
+	}
 	switch {
 	case !c.Runs(RoleAPI): // a relay or a projector checks no token: it needs no key
 		if c.UsesDevSecret() {
@@ -396,6 +402,15 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_SECRET: want at least %d bytes, got %d", MinJWTSecretBytes, len(c.JWTSecret)))
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkAddress checks a host:port of a cluster node or broker: no URL (a scheme, a path or
+// user:password@, which a host:port check alone may take for a host).
+func checkAddress(a string) error {
+	if strings.ContainsAny(a, "@/") {
+		return errors.New("not host:port")
+	}
+	return checkHostPort(a)
 }
 
 // IsLoopback reports whether a listen address (host:port) accepts connections from this

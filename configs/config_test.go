@@ -364,3 +364,53 @@ func TestTimezoneLocalIsRefused(t *testing.T) {
 		t.Errorf("LEADERBOARD_TIMEZONE=Local accepted (timezone %q): each process would roll daily and weekly boards over at its host's midnight", c.Timezone)
 	}
 }
+
+// TestSigningSecretIsNotTheJWTSecret: LEADERBOARD_SIGNING_SECRET is handed to game
+// servers to sign increments (README "Signed increments"); LEADERBOARD_JWT_SECRET mints any
+// token, admin included. Configured to the same value, whoever holds the signing key can
+// sign an admin bearer token. Load must refuse the two being equal.
+func TestSigningSecretIsNotTheJWTSecret(t *testing.T) {
+	t.Parallel()
+	const shared = "one-key-for-everything-0123456789abcdef"
+	_, err := configs.Load(env(map[string]string{
+		"LEADERBOARD_JWT_SECRET":     shared,
+		"LEADERBOARD_SIGNING_SECRET": shared,
+	}))
+	if err == nil || !strings.Contains(err.Error(), "LEADERBOARD_SIGNING_SECRET") {
+		t.Errorf("Load with LEADERBOARD_SIGNING_SECRET = LEADERBOARD_JWT_SECRET: %v; want a refusal naming LEADERBOARD_SIGNING_SECRET (its holder could mint admin tokens)", err)
+	}
+	// The published development secret as the signing key is the same mistake: anyone can
+	// then sign increments.
+	_, err = configs.Load(env(map[string]string{"LEADERBOARD_SIGNING_SECRET": configs.DevJWTSecret}))
+	if err == nil || !strings.Contains(err.Error(), "LEADERBOARD_SIGNING_SECRET") {
+		t.Errorf("Load with LEADERBOARD_SIGNING_SECRET = the published development JWT secret: %v; want a refusal", err)
+	}
+}
+
+// TestAddressErrorsDoNotEchoCredentials: an operator who pastes a URL with
+// credentials into LEADERBOARD_REDIS_CLUSTER_ADDRS or LEADERBOARD_KAFKA_BROKERS (both want
+// host:port) gets a start-up error that prints the value as given, password included,
+// into the logs (compose, systemd, Kubernetes keep stderr). The other URL variables are
+// reported without their value (TestLoadErrorsDoNotLeakSecrets); these must be too.
+func TestAddressErrorsDoNotEchoCredentials(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"LEADERBOARD_REDIS_CLUSTER_ADDRS": "redis://default:ClusterPassw0rdLeak@redis-0.internal:6379",
+		"LEADERBOARD_KAFKA_BROKERS":       "sasl_ssl://svc:KafkaPassw0rdLeak@kafka-0.internal:9093",
+	} {
+		_, err := configs.Load(env(map[string]string{name: value}))
+		if err == nil {
+			t.Errorf("%s=%q accepted", name, value)
+			continue
+		}
+		for _, secret := range []string{"ClusterPassw0rdLeak", "KafkaPassw0rdLeak"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: the error prints the password %q: %v", name, secret, err)
+			}
+		}
+	}
+	// user@host:port passes a host:port check (the host "user@host"): refused as a URL.
+	if _, err := configs.Load(env(map[string]string{"LEADERBOARD_KAFKA_BROKERS": "svc@kafka-0.internal:9093"})); err == nil || strings.Contains(err.Error(), "svc@") {
+		t.Errorf("LEADERBOARD_KAFKA_BROKERS=svc@kafka-0.internal:9093: %v, want refused without the value", err)
+	}
+}
