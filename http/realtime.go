@@ -63,6 +63,7 @@ func (s *server) handleRealtimeToken() http.HandlerFunc {
 			writeError(w, r, http.StatusInternalServerError, "internal", "cannot sign token", "")
 			return
 		}
+		w.Header().Set("Cache-Control", "no-store") // a credential (RFC 6749 5.1)
 		encode(w, http.StatusOK, response{Token: tok, ExpiresAt: exp})
 	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +60,6 @@ func TestMetricsMove(t *testing.T) {
 		series  string
 		atLeast float64
 	}{
-		{`leaderboard_dead_letters`, 1},
 		{`leaderboard_http_requests_total{method="POST",route="/v1/scores",status="200"}`, 5},
 		{`leaderboard_score_submissions_total{board="global",outcome="accepted"}`, 5},
 		{`leaderboard_outbox_batch_size_count`, 1},
@@ -74,6 +75,9 @@ func TestMetricsMove(t *testing.T) {
 	eventually(t, 20*time.Second, func() string {
 		after = scrape(t, svc)
 		var lagging []string
+		if n := after["leaderboard_dead_letters"]; n != 1 { // counted off the scrape, at most every 2 s
+			lagging = append(lagging, fmt.Sprintf("leaderboard_dead_letters is %v, want 1", n))
+		}
 		for _, m := range moves {
 			if d := after[m.series] - before[m.series]; d < m.atLeast {
 				lagging = append(lagging, fmt.Sprintf("%s moved by %v, want at least %v", m.series, d, m.atLeast))
@@ -126,5 +130,88 @@ func TestCorrelationIDFollowsTheScore(t *testing.T) {
 	})
 	if !strings.Contains(svc.logs.String(), `"request_id":"trace-me-123"`) {
 		t.Fatal("the API did not log the request id")
+	}
+}
+
+// TestMetricsScrapeDoesNotHoldPostgres: every GET /metrics (unauthenticated, on
+// the public API address) runs SELECT count(*) FROM dead_letters on the request path
+// (cmd/leaderboard/metrics.go, leaderboard_dead_letters), holding a pool connection for up
+// to a second, with no bound on concurrent scrapes. When that count is slow (a big dead
+// letter table after an incident; here: the table locked, as a VACUUM FULL or a bulk
+// requeue would), anyone can fill the API's PostgreSQL pool with scrapes and the
+// players' writes wait behind them. The count is taken off the scrape's path, one at a
+// time (found by a review of deployment defaults).
+func TestMetricsScrapeDoesNotHoldPostgres(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_POSTGRES_MAX_CONNS": "4", "LEADERBOARD_RATE_LIMIT": "off",
+		"LEADERBOARD_ROLES": "api"}) // the API alone: nothing else of it reads dead_letters
+	player := mintToken(t, "victim")
+	if r := svc.submit(t, player, `{"score": 1}`); r.status != http.StatusAccepted {
+		t.Fatalf("warm-up write: %d %s", r.status, r.raw)
+	}
+
+	// Hold the dead letter table the way a long maintenance statement would.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tx, err := env.db().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE dead_letters IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Anonymous scrapers, as many as the pool has connections and more.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Get(svc.base + "/metrics")
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	// A scrape itself should answer at once.
+	start := time.Now()
+	if r := svc.do(t, http.MethodGet, "/metrics", "", ""); r.status != 200 {
+		t.Errorf("/metrics: %d", r.status)
+	}
+	scrape := time.Since(start)
+
+	// The players' writes should not wait behind the scrapers.
+	var slowest time.Duration
+	failed := 0
+	for i := range 5 {
+		start := time.Now()
+		r := svc.submit(t, player, `{"score": `+string(rune('2'+i))+`}`)
+		if took := time.Since(start); took > slowest {
+			slowest = took
+		}
+		if r.status != http.StatusAccepted && r.status != http.StatusOK {
+			failed++
+		}
+	}
+	close(stop)
+	wg.Wait()
+
+	if scrape > 500*time.Millisecond {
+		t.Errorf("one anonymous GET /metrics took %v: it waits on PostgreSQL", scrape)
+	}
+	if slowest > 500*time.Millisecond || failed > 0 {
+		t.Errorf("with anonymous scrapers running, a player's write took up to %v (%d of 5 failed): /metrics holds the API's PostgreSQL pool", slowest, failed)
 	}
 }

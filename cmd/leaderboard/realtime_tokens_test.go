@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,21 @@ func TestRealtimeTokenNeverOutlivesItsBearer(t *testing.T) {
 	}
 	if exp.After(bearerExp.Add(time.Second)) {
 		t.Fatalf("the realtime token expires at %s, %v after the bearer token it was traded for (%s)", exp, exp.Sub(bearerExp).Round(time.Second), bearerExp.UTC())
+	}
+}
+
+// TestRealtimeTokenIsNotCacheable: GET /v1/realtime/token answers a credential in
+// its body without Cache-Control: no-store (RFC 6749 5.1 asks it of token responses). A
+// browser or a caching proxy in between may keep it. The answer must say no-store.
+func TestRealtimeTokenIsNotCacheable(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	r := svc.do(t, http.MethodGet, "/v1/realtime/token", mintToken(t, "alice"), "")
+	if r.status != 200 {
+		t.Fatalf("realtime token: %d %s", r.status, r.raw)
+	}
+	if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
+		t.Errorf("GET /v1/realtime/token: Cache-Control %q, want no-store (the body is a credential)", cc)
 	}
 }

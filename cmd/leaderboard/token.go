@@ -50,6 +50,13 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 			return fmt.Errorf("token: -roles: unknown role %q (want server, admin or both, comma-separated)", r)
 		}
 	}
+	named := false
+	fs.Visit(func(f *flag.Flag) { named = named || f.Name == "sub" })
+	if len(claims.Roles) > 0 && !named {
+		// The default is a player's id: a privileged token would act as that player too,
+		// and the audit trail would name a player as the actor.
+		return fmt.Errorf("token: -roles needs -sub naming the token's holder (for example -sub ops or -sub game-server-1)")
+	}
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.JWTSecret))
 	if err != nil {
 		return fmt.Errorf("token: %w", err)

@@ -62,3 +62,31 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenPrivilegedRolesNeedTheirOwnSub: `leaderboard token -roles admin` (or
+// server) without -sub signs the privileged token for the default player "player-1". That
+// token then also is player-1's credential (it submits, reads /me and opens streams as that
+// player; with the server role, unrate-limited), and every admin action is written to the
+// audit trail with actor "player-1", a player's id. Without -sub the command refuses a
+// privileged token (found by a review of deployment defaults).
+func TestTokenPrivilegedRolesNeedTheirOwnSub(t *testing.T) {
+	t.Parallel()
+	noEnv := func(string) string { return "" } // the development secret, on loopback
+	for _, roles := range []string{"admin", "server", "server,admin"} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"token", "-roles", roles}, noEnv, &out)
+		if err != nil {
+			if !strings.Contains(err.Error(), "-sub") {
+				t.Errorf("-roles %s without -sub: %v, want a refusal asking for -sub", roles, err)
+			}
+			continue
+		}
+		var c lbhttp.Claims
+		if _, err := jwt.ParseWithClaims(strings.TrimSpace(out.String()), &c, func(*jwt.Token) (any, error) { return []byte(configs.DevJWTSecret), nil }); err != nil {
+			t.Fatalf("-roles %s: %v", roles, err)
+		}
+		if c.Subject == "player-1" {
+			t.Errorf("token -roles %s without -sub signed a %s token for the default player %q: it acts as that player too and the audit trail names a player", roles, roles, c.Subject)
+		}
+	}
+}
