@@ -215,15 +215,25 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	}
 	// A retry of a write accepted before is answered as the first time (or 409), not
 	// refused for the rate, nor counted or recorded as refused.
-	retry := func() bool { return s.submissions.Seen(r.Context(), prep) }
+	// Asked at most once (a full backlog and the rate limit may both ask): a request log
+	// lookup in PostgreSQL, made only for a write about to be refused.
+	var seen *bool
+	retry := func() bool {
+		if seen == nil {
+			v := s.submissions.Seen(r.Context(), prep)
+			seen = &v
+		}
+		return *seen
+	}
 	if e := s.Guard.check(r.Context(), &gw, retry); e != nil {
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
-	if (err == nil && res.Outcome == storage.Duplicate) || errors.Is(err, errEventIDConflict) {
-		// An event id seen before (a retry, or 409): no new write, and no action done (a
-		// retry naming another action_id took that action's lock).
+	if (err == nil && (res.Outcome == storage.Duplicate || res.Retry)) || errors.Is(err, errEventIDConflict) || errors.Is(err, errUnchangedEntryGone) {
+		// An event id seen before (a retry, answered as the first time, or 409): no new
+		// write, and no action done (a retry naming another action_id took that action's
+		// lock).
 		s.Guard.release(r.Context(), gw)
 		s.Guard.refund(r.Context(), gw)
 	}
@@ -312,6 +322,10 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	case errors.Is(err, errEventIDConflict):
 		s.metrics.accepts.WithLabelValues(sub.Board.ID, "conflict").Inc()
 		writeError(w, r, http.StatusConflict, "event_id_conflict", err.Error(), sub.EventID)
+		return
+	case errors.Is(err, errUnchangedEntryGone):
+		s.metrics.accepts.WithLabelValues(sub.Board.ID, "unchanged").Inc()
+		writeError(w, r, http.StatusNotFound, "not_found", err.Error(), sub.EventID)
 		return
 	case err != nil:
 		s.metrics.accepts.WithLabelValues(sub.Board.ID, "unavailable").Inc()

@@ -53,6 +53,11 @@ type ValueReads interface {
 // submission's error, mapped to its answer by the handler).
 var errEventIDConflict = errors.New("event_id was already used with a different body")
 
+// errUnchangedEntryGone: a retry of a write answered unchanged, whose entry is gone since
+// (removed by an admin, or hidden by a ban): there is no entry to answer it with, and the
+// write was never accepted (404 not_found: send the score under a new event id).
+var errUnchangedEntryGone = errors.New("this event_id was answered unchanged against an entry that is gone since (removed or hidden): send the score under a new event_id")
+
 // submission is the use case "write a value to a board": it applies the board's rules,
 // fixes the period the write counts for, answers a value that changes nothing at once
 // from Redis, and otherwise makes the command durable. Idempotency is decided by the
@@ -89,9 +94,11 @@ type submit struct {
 type submitted struct {
 	Outcome   storage.AcceptOutcome
 	Unchanged bool
-	Entry     storage.Entry
-	Period    string
-	At        time.Time
+	// Retry: an unchanged answer to a retry (its event id was answered unchanged before).
+	Retry  bool
+	Entry  storage.Entry
+	Period string
+	At     time.Time
 }
 
 // prepared is a write with its instant and periods fixed and, for a best score, the
@@ -154,7 +161,7 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 			case seen == storage.Conflict:
 				return submitted{}, errEventIDConflict
 			case unchanged && (was == "" || was == period):
-				return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+				return submitted{Unchanged: true, Retry: seen == storage.Duplicate, Entry: cur, Period: period, At: at}, nil
 			case unchanged: // a retry after a reset: answered for the period it was made in
 				return s.againUnchanged(ctx, w, was, at)
 			}
@@ -192,19 +199,19 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 // made in, with the entry as it is there: from Redis, or from PostgreSQL while Redis is
 // down (such a write was never accepted, so it is never answered 202; when neither
 // answers, the error wraps storage.ErrUnavailable and the client retries). An entry
-// removed since is answered with none.
+// removed since is errUnchangedEntryGone.
 func (s submission) againUnchanged(ctx context.Context, w submit, period string, at time.Time) (submitted, error) {
 	cur, _, err := s.reads.user(ctx, w.Board, period, w.UserID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		cur, err = storage.Entry{UserID: w.UserID}, nil
+		return submitted{}, errUnchangedEntryGone
 	case err != nil && !errors.Is(err, storage.ErrUnavailable):
 		err = fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 	}
 	if err != nil {
 		return submitted{}, err
 	}
-	return submitted{Unchanged: true, Entry: cur, Period: period, At: at}, nil
+	return submitted{Unchanged: true, Retry: true, Entry: cur, Period: period, At: at}, nil
 }
 
 // Seen tells whether the request log holds the write's event id (the client's own) from

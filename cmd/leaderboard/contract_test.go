@@ -299,3 +299,63 @@ func TestTimesAreUTCWhenHostIsNot(t *testing.T) {
 		t.Fatalf("times not in UTC on a host with TZ=%s (Redis answered %v):\n%s", os.Getenv("TZ"), fromRedis.body["updated_at"], strings.Join(bad, "\n"))
 	}
 }
+
+// TestUnchangedRetryDoesNotSpendTheRateBudget: README "A retry spends none of the
+// rate limit". The retry of a write answered unchanged (a score below the best, under the
+// client's event id) is a retry too, answered unchanged again, and gives back what it
+// spent (it kept it: the refund looked only at Duplicate and 409; found by the review of
+// the session's diff). With 3/60s: a best score, a lower one (unchanged) and its retry
+// leave room for the player's third write.
+func TestUnchangedRetryDoesNotSpendTheRateBudget(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "3/60s"})
+	carol := mintToken(t, "carol")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", carol, `{"score": 100, "event_id": "ur-1"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	for i := range 2 { // the lower score, then its retry
+		if r := svc.submit(t, carol, `{"score": 5, "event_id": "ur-2"}`); r.status != 200 || r.body["status"] != "unchanged" {
+			t.Fatalf("write %d of ur-2: %d %s, want 200 unchanged", i+1, r.status, r.raw)
+		}
+	}
+	if r := svc.submit(t, carol, `{"score": 200, "event_id": "ur-3"}`); r.status != 202 {
+		t.Fatalf("the player's third write (the second was only retried): %d %s (Retry-After %q), want 202",
+			r.status, r.raw, r.header.Get("Retry-After"))
+	}
+}
+
+// TestUnchangedRetryOfARemovedEntryIsNotFound: the retry of a write answered unchanged,
+// whose entry an admin removed since, has no entry to be answered with: 404 not_found
+// (send the score under a new event id), never 202 (it was never accepted) nor an
+// unchanged answer of rank 0 and score 0 at year 1 (openapi's ScoreUnchanged has rank at
+// least 1; found by the review of the session's diff).
+func TestUnchangedRetryOfARemovedEntryIsNotFound(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	dave, admin := mintToken(t, "dave"), mintToken(t, "root", "admin")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", dave, `{"score": 100, "event_id": "rm-1"}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	body := `{"score": 5, "event_id": "rm-2"}`
+	if r := svc.submit(t, dave, body); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Fatalf("a lower score: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodDelete, "/admin/boards/global/entries/dave?reason=cheat&wait=true", admin, ""); r.status/100 != 2 {
+		t.Fatalf("remove: %d %s", r.status, r.raw)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if r := svc.do(t, http.MethodGet, "/v1/leaderboard/me", dave, ""); r.status != 404 {
+			return "the removal in Redis: " + r.raw
+		}
+		return ""
+	})
+	r := svc.submit(t, dave, body)
+	if r.status != 404 || r.body["error_code"] != "not_found" || r.body["event_id"] != "rm-2" {
+		t.Errorf("the retry after the removal: %d %s, want 404 not_found with the event id", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE event_id = 'rm-2'`); n != 0 {
+		t.Errorf("the unchanged write was applied %d times", n)
+	}
+}
