@@ -120,9 +120,121 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 
 // checkMembers refuses a body whose top-level object names a member twice, or names one
 // that is not exactly one of dst's fields. Anything else wrong with it is decodeJSON's to
-// report.
+// report. It reads the keys in place, without allocating (the increments', match points'
+// and metadata-carrying writes' bodies all come here); a key with escapes, or more members
+// than it keeps, goes to checkMembersDecoding.
 func checkMembers(data []byte, dst any) *apiError {
 	names := jsonNames(reflect.TypeOf(dst))
+	i := skipJSONSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return nil
+	}
+	i = skipJSONSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return nil
+	}
+	var seen [16][]byte
+	n := 0
+	for {
+		if i == len(data) || data[i] != '"' {
+			return nil
+		}
+		end, escaped := scanJSONString(data, i)
+		if end < 0 {
+			return nil
+		}
+		if escaped || n == len(seen) {
+			return checkMembersDecoding(data, names)
+		}
+		key := data[i+1 : end-1]
+		for _, k := range seen[:n] {
+			if bytes.Equal(k, key) {
+				return badRequest("invalid_json", "request body names member %q twice", key)
+			}
+		}
+		if names != nil && !names[string(key)] {
+			return badRequest("unknown_field", "unknown field %q", key)
+		}
+		seen[n] = key
+		n++
+		i = skipJSONSpace(data, end)
+		if i == len(data) || data[i] != ':' {
+			return nil
+		}
+		if i = skipJSONValue(data, skipJSONSpace(data, i+1)); i < 0 {
+			return nil
+		}
+		if i = skipJSONSpace(data, i); i == len(data) || data[i] != ',' {
+			return nil // '}' ends the members; anything else is decodeJSON's error
+		}
+		i = skipJSONSpace(data, i+1)
+	}
+}
+
+func skipJSONSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanJSONString reads the string at data[i] (a '"'): the index after its closing quote
+// (-1 when there is none), and whether it holds escapes.
+func scanJSONString(data []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// skipJSONValue returns the index after the value at data[i], -1 when it does not end. It
+// does not check the value: decodeJSON does.
+func skipJSONValue(data []byte, i int) int {
+	if i == len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		end, _ := scanJSONString(data, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				end, _ := scanJSONString(data, i)
+				if end < 0 {
+					return -1
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	for i < len(data) && !strings.ContainsRune(",}] \t\r\n", rune(data[i])) {
+		i++
+	}
+	return i
+}
+
+// checkMembersDecoding is checkMembers through encoding/json's tokens: keys with escapes
+// are read as the names they spell.
+func checkMembersDecoding(data []byte, names map[string]bool) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil
