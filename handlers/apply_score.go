@@ -403,9 +403,12 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 	byAcceptance := func(a, b storage.ScoreEvent) int { return a.OccurredAt.Compare(b.OccurredAt) }
 	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
+		order := make([]int32, len(events)) // the events' indexes in acceptance order
+		for i := range order {
+			order[i] = int32(i)
+		}
 		if !slices.IsSortedFunc(events, byAcceptance) {
-			events = slices.Clone(events)
-			slices.SortStableFunc(events, byAcceptance)
+			slices.SortStableFunc(order, func(a, b int32) int { return byAcceptance(events[a], events[b]) })
 		}
 		state := map[storage.EntryKey]*storage.EntryState{}
 		for k, s := range current {
@@ -413,7 +416,8 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 		}
 		var changed []storage.EntryKey
 		seen := map[storage.EntryKey]bool{}
-		for _, e := range events {
+		for _, i := range order {
+			e := &events[i]
 			b, ok := board(e.Board)
 			if !ok { // decode checked it; only a caller's bug gets here
 				return nil, fmt.Errorf("fold: unknown board %q: %w", e.Board, storage.ErrRejected)
