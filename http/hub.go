@@ -139,9 +139,9 @@ type client struct {
 	topSince     time.Time // when top became pending
 	lastVersion  int64     // newest snapshot version queued or handed out
 	lastEntries  []byte    // the entries of that snapshot (nil: none yet, or a new period)
-	userEvents   []Frame // user.rank.updated and user.rank.removed
-	userVersion  int64 // the version of the newest own entry queued (0: none, or a new period)
-	userShown    bool  // an own entry of the followed period was queued, and not withdrawn since
+	userEvents   []Frame   // user.rank.updated and user.rank.removed
+	userVersion  int64     // the version of the newest own entry queued (0: none, or a new period)
+	userShown    bool      // an own entry of the followed period was queued, and not withdrawn since
 	lastTopWrite time.Time
 	// movedFrom is the newest version the client had before a move whose snapshot is still
 	// to come (Move), so that a move tried again does not take it for a client with none.
