@@ -180,6 +180,17 @@ func (r *Reads) User(ctx context.Context, board, period, userID string) (storage
 	return e, err
 }
 
+// Users reads the entries the given users have on a board period by board id, in one
+// read (the hub's refresh of its streams' own entries): users without one are left out.
+func (r *Reads) Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error) {
+	b, ok := r.cfg.Board(board)
+	if !ok {
+		return nil, errUnknownBoard
+	}
+	es, _, err := r.users(ctx, b, period, userIDs)
+	return es, err
+}
+
 // fast reads a user's entry for the write path: Redis only (loading a period it does not
 // hold), never PostgreSQL, so a Redis outage costs the write path nothing.
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {

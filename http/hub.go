@@ -507,6 +507,53 @@ func (h *Hub) usersChanged(ctx context.Context, board, period string, users []st
 	}
 }
 
+// UsersReader reads several users' entries of a board period in one read (those without
+// an entry are left out); the hub's refresh uses it when its board reader has it.
+type UsersReader interface {
+	Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error)
+}
+
+// refreshUsers reads the streaming users' own entries again (Refresh), a hundred a read
+// when the board reader can (a busy board's refresh would otherwise read them one by
+// one, every 5 s), and queues what the streams do not have yet.
+func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []string) {
+	ur, ok := h.boards.(UsersReader)
+	if !ok {
+		h.usersChanged(ctx, board, period, users, true)
+		return
+	}
+	key := board + ":" + period
+	for chunk := range slices.Chunk(users, 100) {
+		es, err := ur.Users(ctx, board, period, chunk)
+		if err != nil {
+			return // the next refresh, or the next change, brings them
+		}
+		found := make(map[string]storage.Entry, len(es))
+		for _, e := range es {
+			found[e.UserID] = e
+		}
+		for _, u := range chunk {
+			version, data := int64(-1), []byte(nil)
+			if e, ok := found[u]; ok {
+				version, data = e.Version, h.renderUser(board, period, u, e)
+			} else {
+				data = h.renderRemoved(board, period, u)
+			}
+			h.mu.Lock()
+			var targets []*client
+			for c := range h.byUser[u] {
+				if c.key == key {
+					targets = append(targets, c)
+				}
+			}
+			h.mu.Unlock()
+			for _, c := range targets {
+				c.queueUser(key, version, data, true)
+			}
+		}
+	}
+}
+
 // Refresh reads a board period's top from Redis and publishes it when it is newer than
 // the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
 // streams so. When it is newer, the own entries of the users streaming the period are read
@@ -537,7 +584,7 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 		}
 		h.mu.Unlock()
 		slices.Sort(users)
-		h.usersChanged(ctx, board, period, slices.Compact(users), true)
+		h.refreshUsers(ctx, board, period, slices.Compact(users))
 	}
 	return nil
 }

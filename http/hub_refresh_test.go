@@ -40,6 +40,18 @@ func (b *ownEntryBoards) User(context.Context, string, string, string) (storage.
 	return *b.entry, nil
 }
 
+func (b *ownEntryBoards) Users(_ context.Context, _, _ string, ids []string) ([]storage.Entry, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []storage.Entry
+	for _, id := range ids {
+		if b.entry != nil && b.entry.UserID == id {
+			out = append(out, *b.entry)
+		}
+	}
+	return out, nil
+}
+
 func (b *ownEntryBoards) setEntry(e *storage.Entry) { b.mu.Lock(); b.entry = e; b.mu.Unlock() }
 
 // TestRefreshCorrectsAnOwnEntryMissedWhileKafkaWasDown: user u streams the global
@@ -94,6 +106,23 @@ func TestRefreshCorrectsAnOwnEntryMissedWhileKafkaWasDown(t *testing.T) {
 	}
 	if frames := mustFrames(sub, clk); len(frames) != 0 {
 		t.Errorf("a refresh with nothing new sent %+v", frames)
+	}
+	// Removed while Kafka is down: the refresh withdraws it.
+	boards.mu.Lock()
+	boards.entry = nil
+	boards.tops["all_time"] = storage.Top{Version: 12, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "x", Score: 100, UpdatedAt: at}}}
+	boards.mu.Unlock()
+	if err := h.RefreshAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for _, f := range mustFrames(sub, clk) {
+		if f.Event == "user.rank.removed" {
+			removed++
+		}
+	}
+	if removed != 1 {
+		t.Errorf("the refresh after u's entry was removed: %d user.rank.removed, want 1", removed)
 	}
 }
 
