@@ -394,29 +394,20 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 }
 
 // FoldWith returns the fold of a projection with the rules of the boards board looks up:
-// each new event is combined with its entry by its board's operator, in the order the
-// events were accepted (OccurredAt; the batch's order, which is the outbox's commit order,
-// for events of one instant). Two writes of one user can commit the other way round from
-// how they were accepted (each waits for the guard and the group commit after taking its
-// time), and an admin's adjustment or removal may meet in one batch with a write accepted
-// before it: in batch order the older write was applied over the newer one.
+// each new event is combined with its entry by its board's operator, in batch order. One
+// user's commands reach the projector in the order they were committed to the outbox (the
+// order of their partition, one after the other: router.WindowSubscriber), and are applied
+// in that order: a write accepted just before an admin's adjustment but committed after it
+// is applied after it, in this batch or the next alike.
 func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
-	byAcceptance := func(a, b storage.ScoreEvent) int { return a.OccurredAt.Compare(b.OccurredAt) }
 	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
-		order := make([]int32, len(events)) // the events' indexes in acceptance order
-		for i := range order {
-			order[i] = int32(i)
-		}
-		if !slices.IsSortedFunc(events, byAcceptance) {
-			slices.SortStableFunc(order, func(a, b int32) int { return byAcceptance(events[a], events[b]) })
-		}
 		state := map[storage.EntryKey]*storage.EntryState{}
 		for k, s := range current {
 			state[k] = &s
 		}
 		var changed []storage.EntryKey
 		seen := map[storage.EntryKey]bool{}
-		for _, i := range order {
+		for i := range events {
 			e := &events[i]
 			b, ok := board(e.Board)
 			if !ok { // decode checked it; only a caller's bug gets here

@@ -161,7 +161,6 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		fresh   map[historyKey]bool
 	)
 	out.NickNames = map[string]string{}
-	namedAt := map[string]time.Time{} // when the name in out.NickNames was given
 	for _, e := range events {
 		if e.Op == OpSync { // every entry of a synced user is named (read at the end)
 			synced = append(synced, e.UserID)
@@ -203,8 +202,8 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 		// Only a command applied now names its user: one delivered again (after a
 		// rebalance, its user's later commands applied meanwhile) would put back an older
 		// name.
-		if e.NickName != "" && !e.OccurredAt.Before(namedAt[e.UserID]) { // the latest accepted, whatever the batch's order
-			out.NickNames[e.UserID], namedAt[e.UserID] = e.NickName, e.OccurredAt
+		if e.NickName != "" {
+			out.NickNames[e.UserID] = e.NickName
 		}
 	}
 	out.NewEvents = len(newEvents)
