@@ -120,7 +120,7 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 
 // checkMembers refuses a body whose top-level object names a member twice, or names one
 // that is not exactly one of dst's fields. Anything else wrong with it is decodeJSON's to
-// report. It reads the keys in place, without allocating (the increments', match points'
+// report (a refusal is made only of valid JSON: the scan skips values unchecked). It reads the keys in place, without allocating (the increments', match points'
 // and metadata-carrying writes' bodies all come here); a key with escapes, or more members
 // than it keeps, goes to checkMembersDecoding.
 func checkMembers(data []byte, dst any) *apiError {
@@ -148,11 +148,11 @@ func checkMembers(data []byte, dst any) *apiError {
 		}
 		key := data[i+1 : end-1]
 		for _, k := range seen[:n] {
-			if bytes.Equal(k, key) {
+			if bytes.Equal(k, key) && json.Valid(data) {
 				return badRequest("invalid_json", "request body names member %q twice", key)
 			}
 		}
-		if names != nil && !names[string(key)] {
+		if names != nil && !names[string(key)] && json.Valid(data) {
 			return badRequest("unknown_field", "unknown field %q", key)
 		}
 		seen[n] = key

@@ -250,7 +250,10 @@ func (c *client) queueUser(key string, version int64, data []byte, again bool) {
 	case version < 0:
 		stale = !c.userShown
 	default:
-		stale = version < c.userVersion || again && version == c.userVersion && c.userShown
+		// A refresh never queues a version the client was sent already, nor brings back an
+		// entry withdrawn since (its read may have come before the removal told meanwhile,
+		// which carries no version): only a change told brings such an entry back.
+		stale = version < c.userVersion || again && (version == c.userVersion || !c.userShown && c.userVersion > 0)
 	}
 	if stale {
 		c.mu.Unlock()

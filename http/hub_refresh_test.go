@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/storage"
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
 )
 
 // ownEntryBoards is a BoardReader over a mutable Redis: per period a top, and the user's own
@@ -309,5 +311,135 @@ func TestStreamMovesToTheNewDayOnceRedisIsBack(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Errorf("Redis was down at midnight and is back (heartbeats every 50 ms, 3 refresh rounds): the stream's snapshots are of %v; it still shows yesterday's board", seen)
+	}
+}
+
+// TestRefreshOverRedisCorrectsAnOwnEntry is TestRefreshCorrectsAnOwnEntryMissedWhileKafkaWasDown
+// over the real Redis reader (storage.Boards) instead of the fake: u is shown her entry
+// (version 1, 10 points); her entry goes to version 2, 20 points, and the notification is
+// lost; the refresh finds the newer top and brings 20 points (Boards.Users, which the
+// refresh reads, left Entry.Version 0, and the entry was taken for an older one than the
+// stream had and dropped; found by a review).
+func TestRefreshOverRedisCorrectsAnOwnEntry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb, prefix := storagetest.FromEnv(os.Getenv).NewRedis(t)
+	boards := storage.NewBoards(rdb, prefix, 10)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	target := storage.Target{Board: "global", Period: "all_time"}
+	pages := [][]storage.EntryState{{
+		{Board: "global", Period: "all_time", UserID: "x", Score: 100, SortKey: 100, Version: 1, ReachedAt: at, UpdatedAt: at},
+		{Board: "global", Period: "all_time", UserID: "u", Score: 10, SortKey: 10, Version: 1, ReachedAt: at, UpdatedAt: at},
+	}}
+	if _, err := boards.Load(ctx, target, func() ([]storage.EntryState, map[string]string, error) {
+		if len(pages) == 0 {
+			return nil, nil, nil
+		}
+		p := pages[0]
+		pages = pages[1:]
+		return p, nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := boards.User(ctx, "global", "all_time", "u"); err != nil || e.Version != 1 {
+		t.Fatalf("User: %+v %v", e, err)
+	}
+	if es, err := boards.Users(ctx, "global", "all_time", []string{"u"}); err != nil || len(es) != 1 || es[0].Version != 1 {
+		t.Errorf("Users gives %+v %v: Version %d, User gives 1", es, err, func() int64 {
+			if len(es) == 1 {
+				return es[0].Version
+			}
+			return -1
+		}())
+	}
+
+	clk := newClock()
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	if err := h.Refresh(ctx, "global", "all_time"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := h.Subscribe(ctx, "u", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	if got := userScores(mustFrames(sub, clk)); len(got) != 1 || got[0] != 10 {
+		t.Fatalf("own entry on connect: %v", got)
+	}
+	// u scores 20; the notification is lost (Kafka down).
+	if _, _, err := boards.Apply(ctx, target, []storage.EntryState{
+		{Board: "global", Period: "all_time", UserID: "u", Score: 20, SortKey: 20, Version: 2, ReachedAt: at.Add(time.Second), UpdatedAt: at.Add(time.Second)},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Refresh(ctx, "global", "all_time"); err != nil {
+		t.Fatal(err)
+	}
+	if got := userScores(mustFrames(sub, clk)); len(got) != 1 || got[0] != 20 {
+		t.Errorf("after the refresh the stream's user.rank.updated scores are %v, want [20]", got)
+	}
+}
+
+// slowUsers is ownEntryBoards whose Users hands back what it read only when told:
+// the window between the refresh's read and its queueing.
+type slowUsers struct {
+	*ownEntryBoards
+	read, release chan struct{}
+}
+
+func (b slowUsers) Users(ctx context.Context, board, period string, ids []string) ([]storage.Entry, error) {
+	es, err := b.ownEntryBoards.Users(ctx, board, period, ids)
+	close(b.read)
+	<-b.release
+	return es, err
+}
+
+// TestRefreshDoesNotBringBackARemovedEntry: the refresh reads u's entry (version
+// 2); before it queues it, an admin removes the entry and the projector's notification
+// withdraws it (user.rank.removed). The refresh then queues what it read, which must not
+// bring the entry back (a removal carries no version: it did, until u's next change).
+func TestRefreshDoesNotBringBackARemovedEntry(t *testing.T) {
+	clk := newClock()
+	at := clk.now()
+	inner := &ownEntryBoards{tops: map[string]storage.Top{"all_time": {Version: 10, UpdatedAt: at,
+		Entries: []storage.Entry{{Rank: 1, UserID: "x", Score: 100, UpdatedAt: at}}}},
+		entry: &storage.Entry{UserID: "u", Rank: 5, Score: 10, Version: 1, UpdatedAt: at}}
+	boards := slowUsers{inner, make(chan struct{}), make(chan struct{})}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	mustFrames(sub, clk)
+	// u scores 20 (version 2), the notification is lost; a refresh starts reading.
+	inner.mu.Lock()
+	inner.entry = &storage.Entry{UserID: "u", Rank: 1, Score: 20, Version: 2, UpdatedAt: at}
+	inner.tops["all_time"] = storage.Top{Version: 11, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "u", Score: 20, UpdatedAt: at}}}
+	inner.mu.Unlock()
+	done := make(chan error)
+	go func() { done <- h.Refresh(ctx, "global", "all_time") }()
+	select {
+	case <-boards.read:
+	case <-time.After(2 * time.Second):
+		close(boards.release)
+		t.Skip("the refresh no longer reads Users")
+	}
+	// Meanwhile the entry is removed and the notification arrives.
+	inner.setEntry(nil)
+	h.UsersChanged(ctx, "global", "all_time", []string{"u"})
+	close(boards.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, f := range mustFrames(sub, clk) {
+		if f.Event == "user.rank.updated" || f.Event == "user.rank.removed" {
+			last = f.Event
+		}
+	}
+	if last != "user.rank.removed" {
+		t.Errorf("the stream's last own-entry event is %q: the removed entry is shown again", last)
 	}
 }

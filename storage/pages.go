@@ -129,7 +129,7 @@ func parseEntries(flat []any, first int64) ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read entries: %w", err)
 		}
-		e := Entry{Rank: first + int64(len(out)) + 1, UserID: user, Score: st.score, UpdatedAt: st.updated,
+		e := Entry{Rank: first + int64(len(out)) + 1, UserID: user, Score: st.score, UpdatedAt: st.updated, Version: st.version,
 			Position: Position{SortKey: int64(sortKey), Member: positionMember(member)}}
 		e.NickName, _ = flat[i+3].(string)
 		if meta, _ := flat[i+4].(string); meta != "" {

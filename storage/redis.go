@@ -48,7 +48,7 @@ type Entry struct {
 	Metadata  json.RawMessage
 	// Position is where the entry stands (set by page, around and users reads).
 	Position Position
-	// Version is the entry's version in the mirror (set by reads of one user's entry).
+	// Version is the entry's version in the mirror (set by Redis's reads; 0 from PostgreSQL).
 	Version int64
 }
 
