@@ -142,6 +142,7 @@ type client struct {
 	userEvents   []Frame   // user.rank.updated and user.rank.removed
 	userVersion  int64     // the version of the newest own entry queued (0: none, or a new period)
 	userShown    bool      // an own entry of the followed period was queued, and not withdrawn since
+	userTold     uint64    // own-entry reads told (notifications, connects, moves): a refresh read before one yields to it
 	lastTopWrite time.Time
 	// movedFrom is the newest version the client had before a move whose snapshot is still
 	// to come (Move), so that a move tried again does not take it for a client with none.
@@ -235,25 +236,34 @@ func (h *Hub) offerOwnEntry(ctx context.Context, c *client, period string) {
 // already: a read answered after a later one (the read at connect, or at a reset, and the
 // one of a change told meanwhile) never replaces what the client shows with an older entry.
 func (c *client) offerUser(key string, version int64, data []byte) {
-	c.queueUser(key, version, data, false)
+	c.queueUser(key, version, data, false, 0)
 }
 
-// queueUser queues an own-entry event (offerUser); again (a refresh) skips an entry of the
-// version queued already. A withdrawal (version -1, data a user.rank.removed event) is
-// queued only when the client shows an entry.
-func (c *client) queueUser(key string, version int64, data []byte, again bool) {
+// told is the count of own-entry reads told to the client so far (queueUser).
+func (c *client) told() uint64 {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.userTold
+}
+
+// queueUser queues an own-entry event: an entry of a version (offerUser), or a withdrawal
+// (version -1, data a user.rank.removed event), queued only when the client shows an
+// entry. A refresh's read (refreshed, begun when the client had been told told) yields to
+// any read told since (a removal told meanwhile carries no version: the refresh would
+// bring the entry back), and never queues a version the client was sent already.
+func (c *client) queueUser(key string, version int64, data []byte, refreshed bool, told uint64) {
+	c.mu.Lock()
+	if !refreshed {
+		c.userTold++
+	}
 	var stale bool
 	switch {
-	case c.following != key:
+	case c.following != key, refreshed && told != c.userTold:
 		stale = true
 	case version < 0:
 		stale = !c.userShown
 	default:
-		// A refresh never queues a version the client was sent already, nor brings back an
-		// entry withdrawn since (its read may have come before the removal told meanwhile,
-		// which carries no version): only a change told brings such an entry back.
-		stale = version < c.userVersion || again && (version == c.userVersion || !c.userShown && c.userVersion > 0)
+		stale = version < c.userVersion || refreshed && version == c.userVersion
 	}
 	if stale {
 		c.mu.Unlock()
@@ -477,11 +487,6 @@ func (h *Hub) Wake(board string) {
 // user without an entry any more (removed, or hidden by a ban) gets user.rank.removed on
 // the streams that show one.
 func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []string) {
-	h.usersChanged(ctx, board, period, users, false)
-}
-
-// usersChanged is UsersChanged; again (a refresh) skips entries the streams have already.
-func (h *Hub) usersChanged(ctx context.Context, board, period string, users []string, again bool) {
 	key := board + ":" + period
 	for _, u := range users {
 		h.mu.Lock()
@@ -505,7 +510,7 @@ func (h *Hub) usersChanged(ctx context.Context, board, period string, users []st
 			version, data = e.Version, h.renderUser(board, period, u, e)
 		}
 		for _, c := range targets {
-			c.queueUser(key, version, data, again) // not when it moved to another period meanwhile
+			c.queueUser(key, version, data, false, 0) // not when it moved to another period meanwhile
 		}
 	}
 }
@@ -518,16 +523,48 @@ type UsersReader interface {
 
 // refreshUsers reads the streaming users' own entries again (Refresh), a hundred a read
 // when the board reader can (a busy board's refresh would otherwise read them one by
-// one, every 5 s), and queues what the streams do not have yet.
+// one, every 5 s), and queues what the streams do not have yet: not over anything told
+// to a stream since its read began.
 func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []string) {
-	ur, ok := h.boards.(UsersReader)
-	if !ok {
-		h.usersChanged(ctx, board, period, users, true)
-		return
-	}
 	key := board + ":" + period
-	for chunk := range slices.Chunk(users, 100) {
-		es, err := ur.Users(ctx, board, period, chunk)
+	ur, batched := h.boards.(UsersReader)
+	size := 100
+	if !batched {
+		size = 1
+	}
+	type target struct {
+		c    *client
+		told uint64
+	}
+	for chunk := range slices.Chunk(users, size) {
+		targets := make(map[string][]target, len(chunk))
+		h.mu.Lock()
+		for _, u := range chunk {
+			for c := range h.byUser[u] {
+				if c.key == key {
+					targets[u] = append(targets[u], target{c: c})
+				}
+			}
+		}
+		h.mu.Unlock()
+		for _, ts := range targets {
+			for i := range ts {
+				ts[i].told = ts[i].c.told()
+			}
+		}
+		var es []storage.Entry
+		var err error
+		if batched {
+			es, err = ur.Users(ctx, board, period, chunk)
+		} else {
+			var e storage.Entry
+			switch e, err = h.boards.User(ctx, board, period, chunk[0]); {
+			case err == nil:
+				e.UserID, es = chunk[0], []storage.Entry{e}
+			case errors.Is(err, storage.ErrNotFound):
+				err = nil
+			}
+		}
 		if err != nil {
 			return // the next refresh, or the next change, brings them
 		}
@@ -535,23 +572,13 @@ func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []st
 		for _, e := range es {
 			found[e.UserID] = e
 		}
-		for _, u := range chunk {
-			version, data := int64(-1), []byte(nil)
+		for u, ts := range targets {
+			version, data := int64(-1), h.renderRemoved(board, period, u)
 			if e, ok := found[u]; ok {
 				version, data = e.Version, h.renderUser(board, period, u, e)
-			} else {
-				data = h.renderRemoved(board, period, u)
 			}
-			h.mu.Lock()
-			var targets []*client
-			for c := range h.byUser[u] {
-				if c.key == key {
-					targets = append(targets, c)
-				}
-			}
-			h.mu.Unlock()
-			for _, c := range targets {
-				c.queueUser(key, version, data, true)
+			for _, t := range ts {
+				t.c.queueUser(key, version, data, true, t.told)
 			}
 		}
 	}

@@ -443,3 +443,47 @@ func TestRefreshDoesNotBringBackARemovedEntry(t *testing.T) {
 		t.Errorf("the stream's last own-entry event is %q: the removed entry is shown again", last)
 	}
 }
+
+// TestRefreshDoesNotWithdrawAnEntryToldMeanwhile: the refresh reads u's entry as absent
+// (removed); before it queues that, u scores again and the notification shows her new
+// entry: the refresh's withdrawal, read before it, must not hide it.
+func TestRefreshDoesNotWithdrawAnEntryToldMeanwhile(t *testing.T) {
+	clk := newClock()
+	at := clk.now()
+	inner := &ownEntryBoards{tops: map[string]storage.Top{"all_time": {Version: 10, UpdatedAt: at,
+		Entries: []storage.Entry{{Rank: 1, UserID: "x", Score: 100, UpdatedAt: at}}}},
+		entry: &storage.Entry{UserID: "u", Rank: 5, Score: 10, Version: 1, UpdatedAt: at}}
+	boards := slowUsers{inner, make(chan struct{}), make(chan struct{})}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	mustFrames(sub, clk)
+	// Removed, and the notification lost; a refresh starts reading.
+	inner.mu.Lock()
+	inner.entry = nil
+	inner.tops["all_time"] = storage.Top{Version: 11, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "x", Score: 100, UpdatedAt: at}}}
+	inner.mu.Unlock()
+	done := make(chan error)
+	go func() { done <- h.Refresh(ctx, "global", "all_time") }()
+	<-boards.read
+	// Meanwhile u scores 30, and that is told.
+	inner.setEntry(&storage.Entry{UserID: "u", Rank: 2, Score: 30, Version: 3, UpdatedAt: at})
+	h.UsersChanged(ctx, "global", "all_time", []string{"u"})
+	close(boards.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, f := range mustFrames(sub, clk) {
+		if f.Event == "user.rank.updated" || f.Event == "user.rank.removed" {
+			last = f.Event
+		}
+	}
+	if last != "user.rank.updated" {
+		t.Errorf("the stream's last own-entry event is %q: the refresh's read from before hid her new entry", last)
+	}
+}
