@@ -407,8 +407,7 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 		}
 		var changed []storage.EntryKey
 		seen := map[storage.EntryKey]bool{}
-		for i := range events {
-			e := &events[i]
+		for _, e := range events {
 			b, ok := board(e.Board)
 			if !ok { // decode checked it; only a caller's bug gets here
 				return nil, fmt.Errorf("fold: unknown board %q: %w", e.Board, storage.ErrRejected)

@@ -67,7 +67,7 @@ func sameState(a, b storage.EntryState) bool {
 // Two increments with metadata, t2's applied first (after a partition-count change, one
 // user's commands can share a batch): either way the entry ends with updated_at t2 and
 // t2's metadata (it took t1's, the event applied last).
-func TestFoldIncrMetadataFollowsAcceptanceOrder(t *testing.T) {
+func TestFoldIncrMetadataIsTheNewestEvents(t *testing.T) {
 	cur := orderCurrent("points", 0, foldAt(0))
 	e1 := orderEvent("e1", "points", "", 1, foldAt(1), `{"m":"old"}`)
 	e2 := orderEvent("e2", "points", "", 1, foldAt(2), `{"m":"new"}`)

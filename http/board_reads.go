@@ -25,7 +25,6 @@ type BoardStore interface {
 	BoardReader
 	Page(ctx context.Context, board, period string, after *storage.Position, size int) ([]storage.Entry, error)
 	Around(ctx context.Context, board, period, userID string, n int) (storage.Entry, []storage.Entry, error)
-	Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error)
 }
 
 // Reads answers reads of any board period: from Redis for the periods it keeps (loading

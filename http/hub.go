@@ -489,14 +489,7 @@ func (h *Hub) Wake(board string) {
 func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []string) {
 	key := board + ":" + period
 	for _, u := range users {
-		h.mu.Lock()
-		var targets []*client
-		for c := range h.byUser[u] {
-			if c.key == key {
-				targets = append(targets, c)
-			}
-		}
-		h.mu.Unlock()
+		targets := h.streamsOf(key, u)
 		if len(targets) == 0 {
 			continue
 		}
@@ -515,56 +508,37 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 	}
 }
 
-// UsersReader reads several users' entries of a board period in one read (those without
-// an entry are left out); the hub's refresh uses it when its board reader has it.
-type UsersReader interface {
-	Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error)
+// streamsOf are the user's streams following the board period key.
+func (h *Hub) streamsOf(key, user string) []*client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*client
+	for c := range h.byUser[user] {
+		if c.key == key {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // refreshUsers reads the streaming users' own entries again (Refresh), a hundred a read
-// when the board reader can (a busy board's refresh would otherwise read them one by
-// one, every 5 s), and queues what the streams do not have yet: not over anything told
-// to a stream since its read began.
+// (a busy board's refresh would otherwise read them one by one, every 5 s), and queues
+// what the streams do not have yet: not over anything told to a stream since its read
+// began.
 func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []string) {
 	key := board + ":" + period
-	ur, batched := h.boards.(UsersReader)
-	size := 100
-	if !batched {
-		size = 1
-	}
 	type target struct {
 		c    *client
 		told uint64
 	}
-	for chunk := range slices.Chunk(users, size) {
+	for chunk := range slices.Chunk(users, 100) {
 		targets := make(map[string][]target, len(chunk))
-		h.mu.Lock()
 		for _, u := range chunk {
-			for c := range h.byUser[u] {
-				if c.key == key {
-					targets[u] = append(targets[u], target{c: c})
-				}
+			for _, c := range h.streamsOf(key, u) {
+				targets[u] = append(targets[u], target{c, c.told()})
 			}
 		}
-		h.mu.Unlock()
-		for _, ts := range targets {
-			for i := range ts {
-				ts[i].told = ts[i].c.told()
-			}
-		}
-		var es []storage.Entry
-		var err error
-		if batched {
-			es, err = ur.Users(ctx, board, period, chunk)
-		} else {
-			var e storage.Entry
-			switch e, err = h.boards.User(ctx, board, period, chunk[0]); {
-			case err == nil:
-				e.UserID, es = chunk[0], []storage.Entry{e}
-			case errors.Is(err, storage.ErrNotFound):
-				err = nil
-			}
-		}
+		es, err := h.boards.Users(ctx, board, period, chunk)
 		if err != nil {
 			return // the next refresh, or the next change, brings them
 		}

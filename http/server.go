@@ -20,6 +20,8 @@ import (
 type BoardReader interface {
 	Top(ctx context.Context, board, period string, limit int) (storage.Top, error)
 	User(ctx context.Context, board, period, userID string) (storage.Entry, error)
+	// Users reads several users' entries in one read; those without one are left out.
+	Users(ctx context.Context, board, period string, userIDs []string) ([]storage.Entry, error)
 }
 
 // Deps are what the HTTP API needs.
