@@ -131,6 +131,10 @@ type procCPU struct {
 type cpuSample struct {
 	at    time.Time
 	procs map[procKey]procCPU
+	// instr is the machine's instructions so far (machineInstructions); instrOK false when
+	// they are not counted.
+	instr   uint64
+	instrOK bool
 }
 
 // procGroups finds the processes of each group.
@@ -141,7 +145,8 @@ type procGroups struct {
 	self          int
 	dbName        string
 	hz            float64
-	notes         []string // how the groups were found
+	instr         *machineInstructions // nil: not counted
+	notes         []string             // how the groups were found
 }
 
 // newProcGroups finds the postmaster as the parent of the bench's own PostgreSQL backend
@@ -149,6 +154,11 @@ type procGroups struct {
 // machine are not counted.
 func newProcGroups(ctx context.Context, servicePID int, pg *pgx.Conn, pgURL string, rdb *redis.Client) *procGroups {
 	g := &procGroups{servicePID: servicePID, self: os.Getpid(), hz: userHZ()}
+	if m, err := openMachineInstructions(); err != nil {
+		g.notes = append(g.notes, fmt.Sprintf("the machine's instructions are not counted: %v", err))
+	} else {
+		g.instr = m
+	}
 	if cfg, err := pgx.ParseConfig(pgURL); err == nil {
 		g.dbName = cfg.Database
 	}
@@ -252,6 +262,7 @@ func (g *procGroups) isRoot(pid int) bool {
 // sample reads the CPU time of every process of the groups.
 func (g *procGroups) sample() cpuSample {
 	s := cpuSample{at: time.Now(), procs: map[procKey]procCPU{}}
+	s.instr, s.instrOK = g.instr.read()
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
 		return s
@@ -290,6 +301,10 @@ type cpuUsage struct {
 	// those that ended (their CPU since the first sample is lost).
 	New  map[string]int `json:"new_processes,omitempty"`
 	Gone map[string]int `json:"ended_processes,omitempty"`
+	// Instructions is what every CPU of the machine retired between the samples, in user
+	// and kernel mode, whoever ran (the load generator and other users included); 0 when
+	// not counted.
+	Instructions uint64 `json:"machine_instructions,omitempty"`
 }
 
 // cpuBetween is what each group used from a to b: processes seen at both count their
@@ -299,6 +314,9 @@ type cpuUsage struct {
 // root's group (an ended backend of another database counts as postgres).
 func cpuBetween(a, b cpuSample, hz float64) cpuUsage {
 	u := cpuUsage{Wall: b.at.Sub(a.at), WallS: seconds(b.at.Sub(a.at)), CPUS: map[string]float64{}, Cores: map[string]float64{}, New: map[string]int{}, Gone: map[string]int{}}
+	if a.instrOK && b.instrOK && b.instr >= a.instr {
+		u.Instructions = b.instr - a.instr
+	}
 	if len(a.procs) == 0 || len(b.procs) == 0 || hz <= 0 {
 		return u
 	}
@@ -341,6 +359,15 @@ func cpuBetween(a, b cpuSample, hz float64) cpuUsage {
 	u.CPUS[grpTotal] = round3(total)
 	u.Cores[grpTotal] = cores(time.Duration(total*float64(time.Second)), u.Wall)
 	return u
+}
+
+// kInstrPerUnit is thousands of the machine's instructions per unit of work; 0 when
+// they were not counted or there was no work.
+func (u cpuUsage) kInstrPerUnit(n int64) float64 {
+	if n <= 0 || u.Instructions == 0 {
+		return 0
+	}
+	return round2(float64(u.Instructions) / 1000 / float64(n))
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }

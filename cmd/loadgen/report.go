@@ -97,6 +97,11 @@ type phaseCPU struct {
 	// µs of CPU per applied score_history row and per applied command, by group.
 	UsPerRow     map[string]float64 `json:"us_per_applied_row,omitempty"`
 	UsPerCommand map[string]float64 `json:"us_per_applied_command,omitempty"`
+	// Thousands of the machine's instructions (every process, the load generator
+	// included) per applied row and command: steadier across a shared machine's slow and
+	// fast hours than CPU time. 0 when not counted.
+	KInstrPerRow     float64 `json:"machine_kinstructions_per_applied_row,omitempty"`
+	KInstrPerCommand float64 `json:"machine_kinstructions_per_applied_command,omitempty"`
 }
 
 func (b *bench) writeReport(ph *writePhase) writeReport {
@@ -157,6 +162,8 @@ func (b *bench) writeReport(ph *writePhase) writeReport {
 			if r.Pipeline != nil {
 				c.UsPerRow = u.perUnit(r.Pipeline.Rows)
 				c.UsPerCommand = u.perUnit(r.Pipeline.Commands)
+				c.KInstrPerRow = u.kInstrPerUnit(r.Pipeline.Rows)
+				c.KInstrPerCommand = u.kInstrPerUnit(r.Pipeline.Commands)
 			}
 		}
 		r.CPU = c
@@ -179,6 +186,9 @@ type readReport struct {
 	CPU       cpuUsage `json:"cpu"`
 	// UsPerRequest is µs of CPU per successful read, by process group.
 	UsPerRequest map[string]float64 `json:"us_per_request,omitempty"`
+	// KInstrPerRequest is thousands of the machine's instructions per successful read
+	// (phaseCPU's); 0 when not counted.
+	KInstrPerRequest float64 `json:"machine_kinstructions_per_request,omitempty"`
 	// Page walks: pages read past the first, the deepest page reached (0 = the first),
 	// and walks that reached the end and started over.
 	PagesDeep int64 `json:"pages_past_first,omitempty"`
@@ -191,7 +201,7 @@ func (b *bench) readReport(ph *readPhase) readReport {
 	r := readReport{
 		Name: ph.name, Concurrency: b.cfg.Concurrency, DurationS: seconds(d), OK: ph.ok.Load(),
 		PerS: perSecond(ph.ok.Load(), d), ErrorsTotal: ph.errs.total(), Errors: ph.errs.rows(), Latency: ph.latency.summary(),
-		CPU: ph.cpu, UsPerRequest: ph.cpu.perUnit(ph.ok.Load()),
+		CPU: ph.cpu, UsPerRequest: ph.cpu.perUnit(ph.ok.Load()), KInstrPerRequest: ph.cpu.kInstrPerUnit(ph.ok.Load()),
 		PagesDeep: ph.pagesDeep.Load(), MaxDepth: ph.maxDepth.Load(), Restarts: ph.restarts.Load(),
 	}
 	if b.ceiling != nil && ph != b.ceiling {
@@ -256,6 +266,9 @@ func (b *bench) printPipeline(ph *writePhase) {
 		if c.UsPerRow != nil {
 			fmt.Fprintf(b.out, "  CPU µs per applied row: %s\n", fmtGroups(c.UsPerRow, "%.0f"))
 		}
+		if c.KInstrPerRow > 0 {
+			fmt.Fprintf(b.out, "  machine instructions per applied row: %.0fk\n", c.KInstrPerRow)
+		}
 	}
 	if r.WAL != nil {
 		fmt.Fprintf(b.out, "  PostgreSQL WAL: %s\n", fmtWAL(r.WAL))
@@ -267,6 +280,9 @@ func (b *bench) printRead(ph *readPhase) {
 	fmt.Fprintf(b.out, "  %-14s %d ok (%.1f req/s), errors %d, latency %s", r.Name, r.OK, r.PerS, r.ErrorsTotal, fmtSummary(r.Latency))
 	if us, ok := r.UsPerRequest[grpService]; ok && b.procs.servicePID > 0 {
 		fmt.Fprintf(b.out, ", service %.0f µs CPU/req", us)
+	}
+	if r.KInstrPerRequest > 0 {
+		fmt.Fprintf(b.out, ", machine %.0fk instructions/req", r.KInstrPerRequest)
 	}
 	if r.MaxDepth > 0 {
 		fmt.Fprintf(b.out, ", deepest page %d", r.MaxDepth)
@@ -368,7 +384,7 @@ func (b *bench) printTable() {
 	b.printWALTable(tw, blank)
 	if len(b.reads) > 0 || b.ceiling != nil {
 		blank()
-		fmt.Fprintln(tw, "reads\tconcurrency\treq/s\tvs /healthz\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\tservice µs/req\t")
+		fmt.Fprintln(tw, "reads\tconcurrency\treq/s\tvs /healthz\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\tservice µs/req\tmachine kinstr/req\t")
 		phases := b.reads
 		if b.ceiling != nil {
 			phases = append([]*readPhase{b.ceiling}, phases...)
@@ -377,8 +393,9 @@ func (b *bench) printTable() {
 			r := b.readReport(ph)
 			l := r.Latency
 			us, ok := r.UsPerRequest[grpService]
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", r.Name, r.Concurrency, r.PerS,
-				dash(r.VsCeiling, r.VsCeiling > 0, "%.2f"), l.P50, l.P95, l.P99, l.Max, r.ErrorsTotal, dash(us, ok && b.procs.servicePID > 0, "%.0f"))
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%s\t\n", r.Name, r.Concurrency, r.PerS,
+				dash(r.VsCeiling, r.VsCeiling > 0, "%.2f"), l.P50, l.P95, l.P99, l.Max, r.ErrorsTotal, dash(us, ok && b.procs.servicePID > 0, "%.0f"),
+				dash(r.KInstrPerRequest, r.KInstrPerRequest > 0, "%.0f"))
 		}
 	}
 	tw.Flush()
@@ -476,15 +493,15 @@ func (b *bench) printCPUTable(tw *tabwriter.Writer, blank func()) {
 		return
 	}
 	blank()
-	fmt.Fprintln(tw, "CPU µs per applied\tservice/row\tpostgres/row\tredis/row\ttotal/row\ttotal/command\tloadgen/row\t\t\t\t")
+	fmt.Fprintln(tw, "CPU µs per applied\tservice/row\tpostgres/row\tredis/row\ttotal/row\ttotal/command\tloadgen/row\tmachine kinstr/row\t\t\t")
 	for _, ph := range b.writes {
 		c := b.writeReport(ph).CPU
 		if c == nil || c.UsPerRow == nil {
 			continue
 		}
 		u := c.UsPerRow
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\t\t\t\n", ph.name, dash(u[grpService], b.procs.servicePID > 0, "%.0f"),
-			u[grpPostgres], u[grpRedis], u[grpTotal], c.UsPerCommand[grpTotal], u[grpLoadgen])
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\t\t\n", ph.name, dash(u[grpService], b.procs.servicePID > 0, "%.0f"),
+			u[grpPostgres], u[grpRedis], u[grpTotal], c.UsPerCommand[grpTotal], u[grpLoadgen], dash(c.KInstrPerRow, c.KInstrPerRow > 0, "%.0f"))
 	}
 }
 
@@ -510,6 +527,11 @@ func (b *bench) printNotes() {
 	fmt.Fprintln(b.out, "           database's backends) + redis; 'pg other dbs' = backends of other databases (other users' tests),")
 	fmt.Fprintln(b.out, "           left out of the total; processes started meanwhile count from zero, ended ones through their")
 	fmt.Fprintln(b.out, "           parent's cutime+cstime (an ended backend of another database then counts as postgres)")
+	if b.procs.instr != nil {
+		fmt.Fprintln(b.out, "           machine kinstr = thousands of instructions every CPU retired (user and kernel, every process:")
+		fmt.Fprintln(b.out, "           the load generator's and other users' too) per row or request, from perf_event_open; it does")
+		fmt.Fprintln(b.out, "           not grow when a shared machine is slow, so it compares builds measured at different hours")
+	}
 	printWALNote(b.out)
 	if b.limiter != nil {
 		fmt.Fprintln(b.out, "limiter:   off = the server token (server writes skip the limiter), on = each user's own player token")
