@@ -102,6 +102,11 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 		if !ok {
 			return
 		}
+		if r.Method == http.MethodHead { // the stream's headers, without opening one
+			streamHeaders(w)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		lastID := int64(-1) // a fresh client gets the snapshot, even of an empty board
 		if raw := r.Header.Get("Last-Event-ID"); raw != "" {
 			if id, err := strconv.ParseInt(raw, 10, 64); err == nil {
@@ -137,6 +142,12 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 	}
 }
 
+func streamHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+}
+
 // writeStream writes the subscription's frames as SSE until the client leaves or the hub
 // ends the stream, with a comment line every heartbeat; false when a write failed. When
 // current is set, the stream moves to the board's new period at each reset.
@@ -144,9 +155,7 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 	rc := http.NewResponseController(w)
 	// The deadline would outlive the stream on a kept-alive connection.
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
+	streamHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "retry: %d\n: connected\n\n", s.Realtime.Retry.Milliseconds())

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/openleaderboard/leaderboard/configs"
@@ -17,7 +18,8 @@ import (
 // routing, so a wrong method is answered 405 before any token is looked at.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(decodedPath, s.requestID, securityHeaders, s.observe, s.recoverPanics)
+	// A HEAD is routed as its GET (RFC 9110 9.3.2), after decodedPath chose the path.
+	r.Use(decodedPath, middleware.GetHead, s.requestID, securityHeaders, s.observe, s.recoverPanics)
 	if s.Config.UsesDevSecret() {
 		r.Use(loopbackHostOnly)
 	}
@@ -111,7 +113,7 @@ func methodNotAllowed(allow ...string) http.HandlerFunc {
 func allowedMethods(routes chi.Routes, path string) []string {
 	var allow []string
 	for _, m := range knownMethods {
-		if routes.Match(chi.NewRouteContext(), m, path) {
+		if routes.Match(chi.NewRouteContext(), m, path) || m == http.MethodHead && routes.Match(chi.NewRouteContext(), http.MethodGet, path) {
 			allow = append(allow, m)
 		}
 	}

@@ -146,8 +146,8 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 		`leaderboard_http_requests_total{method="GET",route="unmatched",status="404"} 5`)
 }
 
-// TestContractGaps: 405s carry Allow and win over auth; help exits 0; a busy listen
-// address fails before anything else starts.
+// TestContractGaps: 405s carry Allow and win over auth; HEAD answers as GET without a
+// body; help exits 0; a busy listen address fails before anything else starts.
 func TestContractGaps(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -158,15 +158,49 @@ func TestContractGaps(t *testing.T) {
 		method, path, tok, allow string
 	}{
 		{"PUT", "/v1/scores", player, "POST"},
-		{"DELETE", "/v1/leaderboard/top", "", "GET"},
+		{"HEAD", "/v1/scores", player, "POST"},
+		{"DELETE", "/v1/leaderboard/top", "", "GET, HEAD"},
 		{"GET", "/admin/dlq/requeue", admin, "POST"},
-		{"PUT", "/admin/dlq", player, "GET"},
-		{"PUT", "/admin/dlq/7", "", "DELETE, GET"},
+		{"PUT", "/admin/dlq", player, "GET, HEAD"},
+		{"PUT", "/admin/dlq/7", "", "DELETE, GET, HEAD"},
 	} {
 		r := svc.do(t, c.method, c.path, c.tok, "")
-		if r.status != http.StatusMethodNotAllowed || r.body["error_code"] != "method_not_allowed" || strings.Join(r.header.Values("Allow"), ", ") != c.allow {
+		if r.status != http.StatusMethodNotAllowed || c.method != "HEAD" && r.body["error_code"] != "method_not_allowed" || strings.Join(r.header.Values("Allow"), ", ") != c.allow {
 			t.Errorf("%s %s: %d Allow %q %s, want 405 with Allow %q", c.method, c.path, r.status, r.header.Values("Allow"), r.raw, c.allow)
 		}
+	}
+
+	// HEAD is its GET without the body (RFC 9110 9.3.2): monitors and proxies probe with it.
+	for _, c := range []struct {
+		path, tok string
+		status    int
+	}{
+		{"/healthz", "", 200},
+		{"/readyz", "", 200},
+		{"/", "", 200},
+		{"/v1/leaderboard/top", player, 200},
+		{"/v1/leaderboard/top", "", 401},
+		{"/admin/dlq", player, 403},
+		{"/admin/dlq", admin, 200},
+		{"/v1/realtime/leaderboard?token=" + svc.realtimeToken(t, player), "", 200},
+	} {
+		var get response
+		if strings.HasPrefix(c.path, "/v1/realtime/leaderboard") { // a GET would stream on
+			get = response{status: 200, header: http.Header{"Content-Type": {"text/event-stream"}}}
+		} else {
+			get = svc.do(t, "GET", c.path, c.tok, "")
+		}
+		head := svc.do(t, "HEAD", c.path, c.tok, "")
+		if head.status != c.status || get.status != c.status || head.raw != "" || head.header.Get("Content-Type") != get.header.Get("Content-Type") {
+			t.Errorf("HEAD %s: %d %q (Content-Type %q), want %d with GET's Content-Type %q and no body",
+				c.path, head.status, head.raw, head.header.Get("Content-Type"), c.status, get.header.Get("Content-Type"))
+		}
+	}
+
+	// The stream's HEAD opened no stream (net/http eats a HEAD's body: one would run on,
+	// unseen, until the connection closed).
+	if got := scrape(t, svc)["leaderboard_sse_clients"]; got != 0 {
+		t.Errorf("leaderboard_sse_clients = %v after a HEAD of the stream, want 0", got)
 	}
 
 	var out bytes.Buffer
