@@ -55,11 +55,24 @@ func (r *Retention) Prune(ctx context.Context) (Pruned, error) {
 	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, now, r.cfg.EventIDs); err != nil {
 		return p, err
 	}
-	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now, r.cfg.History); err != nil {
+	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now, r.historyAge()); err != nil {
 		return p, err
 	}
 	p.Anomalies, err = r.anomalies.Prune(ctx, r.cfg.Anomalies)
 	return p, err
+}
+
+// HistoryMargin is how much longer than its event id an applied event stays in the
+// history at least. An event is applied moments after its event id was accepted, so with
+// equal retentions one pass would drop both, and a retry that came right after would be
+// accepted again and find no history: applied twice. With the margin, a retry accepted
+// after its event id's retention is still found applied as long as the pipeline applies
+// it within a day.
+const HistoryMargin = 24 * time.Hour
+
+// historyAge is the history's retention, at least HistoryMargin past the event ids'.
+func (r *Retention) historyAge() time.Duration {
+	return max(r.cfg.History, r.cfg.EventIDs+HistoryMargin)
 }
 
 // deleteOlder deletes the rows of table whose column is more than age before now and

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -47,5 +48,54 @@ func TestRetention(t *testing.T) {
 	}
 	if requests != 24 || history != 48 || anomalies != 100 || oldest != "u100" {
 		t.Fatalf("kept %d event ids, %d history rows, %d anomalies from %s; want 24, 48, 100 from the 51st", requests, history, anomalies, oldest)
+	}
+}
+
+// TestRetryAfterRetentionIsNotAppliedTwiceWithEqualRetentions: the configuration
+// accepts LEADERBOARD_HISTORY_RETENTION equal to LEADERBOARD_EVENT_ID_RETENTION ("never
+// shorter than the event ids"). A command is
+// accepted (score_requests.accepted_at) and applied tens of milliseconds later
+// (score_history.applied_at): both rows pass their cutoff by the time the next retention
+// pass runs, and that one pass deletes both. A client retry arriving right after is then
+// accepted again (the request log no longer knows it) and the projector finds no history
+// row: the increment is applied a second time. The history must outlive the event id it
+// guards (README: a retry after the retention "changes nothing (the projector finds it
+// applied)"), so the history is kept HistoryMargin past the event ids.
+func TestRetryAfterRetentionIsNotAppliedTwiceWithEqualRetentions(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	p := storage.NewProjection(pool)
+	requests := storage.NewRequestLog(pool)
+
+	// The command, accepted and applied 24 h 5 min ago (applied 20 ms after acceptance).
+	if _, err := pool.Exec(ctx, `INSERT INTO score_requests (event_id, body_hash, user_id, board_id, accepted_at)
+		VALUES ('quest-7', '\x01', 'alice', 'points', now() - interval '24 hours 5 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	first := incrEvent("quest-7", "alice", 5, time.Now().Add(-24*time.Hour-5*time.Minute))
+	mustApply(t, p, first)
+	if _, err := pool.Exec(ctx, `UPDATE score_history SET applied_at = now() - interval '24 hours 5 minutes' + interval '20 milliseconds'
+		WHERE user_id = 'alice' AND event_id = 'quest-7'`); err != nil {
+		t.Fatal(err)
+	}
+
+	// One retention pass with the two retentions equal (as configs.Load accepts).
+	r := storage.NewRetention(pool, storage.RetentionConfig{EventIDs: 24 * time.Hour, History: 24 * time.Hour, Anomalies: 100,
+		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
+	if _, err := r.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The client retries now: the request log no longer knows the event id, so the API
+	// accepts it again and the projector gets it.
+	if _, err := requests.Check(ctx, "alice", "quest-7", []byte{1}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("request log after the pass: %v, want the event id gone (past its retention)", err)
+	}
+	retry := incrEvent("quest-7", "alice", 5, time.Now())
+	got := mustApply(t, p, retry)
+	if got.NewEvents != 0 {
+		s := entryOf(t, got, "points", "alice")
+		t.Errorf("a retry after the event id's retention was applied again: points = %d, want 5 (one pass pruned the request log's row and the history's row of the same event, with EventIDs = History = 24h)", s.Score)
 	}
 }
