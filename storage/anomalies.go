@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,7 +61,25 @@ func (a *Anomalies) Page(ctx context.Context, before int64, limit int, userID, r
 
 // Prune deletes all but the newest keep anomalies and returns how many it deleted.
 func (a *Anomalies) Prune(ctx context.Context, keep int) (int64, error) {
-	tag, err := a.pool.Exec(ctx, `
-		DELETE FROM anomalies WHERE id <= (SELECT id FROM anomalies ORDER BY id DESC OFFSET $1 LIMIT 1)`, keep)
-	return tag.RowsAffected(), unavailable("prune anomalies", err)
+	var cutoff int64
+	switch err := a.pool.QueryRow(ctx, `SELECT id FROM anomalies ORDER BY id DESC OFFSET $1 LIMIT 1`, keep).Scan(&cutoff); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil // no more than keep
+	case err != nil:
+		return 0, unavailable("prune anomalies", err)
+	}
+	// A batch at a time, oldest first: a flood of refused writes between two passes is
+	// not one long DELETE.
+	var total int64
+	for {
+		tag, err := a.pool.Exec(ctx, `DELETE FROM anomalies WHERE id IN (
+			SELECT id FROM anomalies WHERE id <= $1 ORDER BY id LIMIT $2)`, cutoff, pruneBatch)
+		if err != nil {
+			return total, unavailable("prune anomalies", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch || ctx.Err() != nil {
+			return total, nil
+		}
+	}
 }

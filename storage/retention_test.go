@@ -99,3 +99,31 @@ func TestRetryAfterRetentionIsNotAppliedTwiceWithEqualRetentions(t *testing.T) {
 		t.Errorf("a retry after the event id's retention was applied again: points = %d, want 5 (one pass pruned the request log's row and the history's row of the same event, with EventIDs = History = 24h)", s.Score)
 	}
 }
+
+// TestAnomaliesPruneInBatches: a flood of refused writes past several delete batches is
+// pruned down to the newest keep, whatever their number.
+func TestAnomaliesPruneInBatches(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO anomalies (at, reason, user_id, board_id, event_id, detail)
+		SELECT now(), 'rate_limited', 'u' || lpad(i::text, 5, '0'), 'global', '', '' FROM generate_series(1, 12100) i`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := storage.NewAnomalies(pool).Prune(ctx, 100)
+	if err != nil || n != 12000 {
+		t.Fatalf("Prune = %d, %v; want 12000 deleted", n, err)
+	}
+	var left int
+	var oldest string
+	if err := pool.QueryRow(ctx, `SELECT count(*), min(user_id) FROM anomalies`).Scan(&left, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if left != 100 || oldest != "u12001" {
+		t.Fatalf("kept %d anomalies from %s, want the newest 100 from u12001", left, oldest)
+	}
+	if n, err := storage.NewAnomalies(pool).Prune(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("a second Prune = %d, %v; want nothing to delete", n, err)
+	}
+}
