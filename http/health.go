@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,11 +13,14 @@ func (s *server) handleHealthz() http.HandlerFunc {
 	}
 }
 
+// readyzResponse is /readyz's answer.
+type readyzResponse struct {
+	Status  string   `json:"status"`
+	Failing []string `json:"failing,omitempty"`
+}
+
 func (s *server) handleReadyz() http.HandlerFunc {
-	type response struct {
-		Status  string   `json:"status"`
-		Failing []string `json:"failing,omitempty"`
-	}
+	type response = readyzResponse
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -27,3 +31,35 @@ func (s *server) handleReadyz() http.HandlerFunc {
 		encode(w, http.StatusOK, response{Status: "ready"})
 	}
 }
+
+// Front is the process's handler from the moment it listens: while the process starts
+// (connects to its stores, migrates, starts its roles), /healthz answers 200 (the process
+// lives: a liveness probe must not kill it while it waits out a failover or a long
+// migration), /readyz 503 naming "starting", and everything else 503
+// dependency_unavailable with Retry-After; once Serve is called, the roles' handler.
+type Front struct {
+	h atomic.Pointer[http.Handler]
+}
+
+// NewFront returns a Front that answers as a starting process.
+func NewFront() *Front {
+	f := &Front{}
+	starting := securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			encode(w, http.StatusOK, map[string]string{"status": "ok"})
+		case "/readyz":
+			encode(w, http.StatusServiceUnavailable, readyzResponse{Status: "not_ready", Failing: []string{"starting"}})
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, r, http.StatusServiceUnavailable, "dependency_unavailable", "the service is starting", "")
+		}
+	}))
+	f.h.Store(&starting)
+	return f
+}
+
+// Serve hands every later request to h.
+func (f *Front) Serve(h http.Handler) { f.h.Store(&h) }
+
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*f.h.Load()).ServeHTTP(w, r) }

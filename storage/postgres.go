@@ -70,6 +70,17 @@ func ensureDatabase(ctx context.Context, rawURL string) error {
 		return fmt.Errorf("parse postgres url: %w", err)
 	}
 	name := strings.TrimPrefix(u.Path, "/")
+	// Its own database first: a role a least-privilege or managed server lets reach that
+	// database only must not need "postgres" once the database exists.
+	own, err := pgx.Connect(ctx, rawURL)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		own.Close(ctx)
+		return nil
+	case !errors.As(err, &pgErr) || pgErr.Code != "3D000": // anything but invalid_catalog_name (no such database)
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
 	admin := *u
 	admin.Path = "/postgres"
 	conn, err := pgx.Connect(ctx, admin.String())
@@ -85,7 +96,6 @@ func ensureDatabase(ctx context.Context, rawURL string) error {
 		return nil
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // created concurrently by another process
 		return nil
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +15,9 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
-// startAPI runs the API role on ln: the HTTP API with its outbox, and the notifier that
+// startAPI runs the API role on the process's web server: the HTTP API with its outbox, and the notifier that
 // feeds this process's realtime streams.
-func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, ln net.Listener) error {
+func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, web *web) error {
 	batchSize := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "leaderboard_outbox_batch_size", Help: "Commands per outbox transaction (group commit).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 9)})
@@ -75,7 +74,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		Moderation:  lbhttp.Moderation{Commands: outbox, Bans: bans, BanStore: storage.NewBans(d.pool), Anomalies: anomalyStore, Audit: audit, Holds: d.boards},
 		Values:      storage.NewValueReader(d.boards, writePipe),
 	})
-	serveHTTP(ctx, g, ln, handler, d.logger, hub.Close, outbox.Close, pipe.Close, writePipe.Close)
+	web.serve(ctx, g, handler, hub.Close, outbox.Close, pipe.Close, writePipe.Close)
 	return nil
 }
 

@@ -54,6 +54,10 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
+	// From here the process answers: /healthz 200 and /readyz "starting" until its roles
+	// run, however long its stores take to answer.
+	web := startHTTP(ln, logger)
+	defer web.closeUnlessServing()
 	d, closeDeps, err := openDeps(ctx, cfg, logger)
 	d.now = now
 	defer closeDeps()
@@ -93,12 +97,12 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 		}
 	}
 	if cfg.Runs(configs.RoleAPI) {
-		if err := startAPI(gctx, g, d, ready, ln); err != nil {
+		if err := startAPI(gctx, g, d, ready, web); err != nil {
 			return abort(err)
 		}
 	} else {
 		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: ready.failing, Registry: d.reg})
-		serveHTTP(gctx, g, ln, ops, logger, nil)
+		web.serve(gctx, g, ops, nil)
 	}
 
 	err = g.Wait()
@@ -213,18 +217,46 @@ func servePprof(addr string) (stop func()) {
 // maxHeaderBytes bounds a request's headers (a bearer token is well under 2 KiB).
 const maxHeaderBytes = 16 << 10
 
-// serveHTTP serves h on ln until ctx ends; then it runs beforeShutdown (ending long-lived
-// streams), drains in-flight requests and runs afterShutdown.
-func serveHTTP(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, logger *slog.Logger, beforeShutdown func(), afterShutdown ...func()) {
+// web is the process's HTTP server, listening from the start (lbhttp.Front answers while
+// the process starts).
+type web struct {
+	srv     *http.Server
+	front   *lbhttp.Front
+	served  chan error
+	serving bool
+	logger  *slog.Logger
+}
+
+func startHTTP(ln net.Listener, logger *slog.Logger) *web {
+	w := &web{front: lbhttp.NewFront(), served: make(chan error, 1), logger: logger}
 	// No WriteTimeout: it would end healthy realtime streams; each stream write has its
 	// own deadline instead.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes}
-	if beforeShutdown != nil {
-		srv.RegisterOnShutdown(beforeShutdown)
-	}
+	w.srv = &http.Server{Handler: w.front, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes}
 	logger.Info("http listening", "addr", ln.Addr().String())
+	go func() { w.served <- w.srv.Serve(ln) }()
+	return w
+}
+
+// closeUnlessServing closes the server when serve never took it over (the process did not
+// start).
+func (w *web) closeUnlessServing() {
+	if !w.serving {
+		_ = w.srv.Close()
+		<-w.served
+	}
+}
+
+// serve answers with h until ctx ends; then it runs beforeShutdown (ending long-lived
+// requests such as streams), drains in-flight requests for up to 15 s and runs
+// afterShutdown in order.
+func (w *web) serve(ctx context.Context, g *errgroup.Group, h http.Handler, beforeShutdown func(), afterShutdown ...func()) {
+	if beforeShutdown != nil {
+		w.srv.RegisterOnShutdown(beforeShutdown)
+	}
+	w.front.Serve(h)
+	w.serving = true
 	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := <-w.served; !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
@@ -233,7 +265,7 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.H
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		err := srv.Shutdown(sctx)
+		err := w.srv.Shutdown(sctx)
 		for _, f := range afterShutdown {
 			f()
 		}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	be "encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openleaderboard/leaderboard/storage/storagetest"
+)
+
+// startRaw runs the service with overrides without waiting for it to be ready; it
+// returns its base URL, its logs, its exit and its cancel (also called at cleanup).
+func startRaw(t *testing.T, env *testEnv, overrides map[string]string) (string, *storagetest.SyncBuffer, chan error, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &storagetest.SyncBuffer{}
+	done := make(chan error, 1)
+	getenv := env.getenv(overrides)
+	go func() { done <- runWith(ctx, nil, getenv, logs, time.Now) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	return "http://" + getenv("LEADERBOARD_HTTP_ADDR"), logs, done, cancel
+}
+
+// TestHealthzAnswersWhileStarting: README: "GET /healthz answers while the process
+// lives". A process still starting (here PostgreSQL does not answer yet: a slow failover,
+// a long migration behind a lock) answers /healthz 200, /readyz 503 naming "starting" and
+// the API 503 with Retry-After: a liveness probe must not kill a process that is only
+// waiting (it once bound its port and served nothing until every dependency opened).
+func TestHealthzAnswersWhileStarting(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newHoleProxy(t, testPostgresHost(t))
+	px.hole.Store(true)
+	pgURL, _ := url.Parse(env.vars["LEADERBOARD_POSTGRES_URL"])
+	pgURL.Host = px.addr()
+	base, logs, done, _ := startRaw(t, env, map[string]string{"LEADERBOARD_POSTGRES_URL": pgURL.String()})
+	client := &http.Client{Timeout: 2 * time.Second}
+	var lastErr error
+	for start := time.Now(); time.Since(start) < 10*time.Second; {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("exited: %v\n%s", err, tail(logs.String(), 2000))
+		default:
+		}
+		resp, err := client.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				svc := &service{base: base}
+				if r := svc.do(t, "GET", "/readyz", "", ""); r.status != 503 || r.body["status"] != "not_ready" || !strings.Contains(r.raw, `"starting"`) {
+					t.Errorf("/readyz while starting: %d %s, want 503 naming starting", r.status, r.raw)
+				}
+				r := svc.do(t, "GET", "/v1/leaderboard/top", mintToken(t, "early"), "")
+				if r.status != 503 || r.body["error_code"] != "dependency_unavailable" || r.header.Get("Retry-After") == "" {
+					t.Errorf("the API while starting: %d %s (Retry-After %q), want 503 dependency_unavailable with Retry-After", r.status, r.raw, r.header.Get("Retry-After"))
+				}
+				return
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		lastErr = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("/healthz never answered 200 in the 10 s the process was starting (waiting for PostgreSQL): last %v", lastErr)
+}
+
+func sleepShort() { time.Sleep(200 * time.Millisecond) }
+
+func httpGetStatus(url string) (int, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// refusePostgresDBProxy forwards PostgreSQL connections to target, except that a
+// connection whose startup message names the database "postgres" is refused as a server
+// whose pg_hba.conf (or REVOKE CONNECT ... FROM PUBLIC) lets the service's role reach its
+// own database only: FATAL 42501, as a least-privilege or managed PostgreSQL answers.
+func refusePostgresDBProxy(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				var hdr [4]byte
+				if _, err := io.ReadFull(c, hdr[:]); err != nil {
+					c.Close()
+					return
+				}
+				body := make([]byte, be.BigEndian.Uint32(hdr[:])-4)
+				if _, err := io.ReadFull(c, body); err != nil {
+					c.Close()
+					return
+				}
+				// protocol version, then key\0value\0 ... \0
+				parts := bytes.Split(body[4:], []byte{0})
+				db := ""
+				for i := 0; i+1 < len(parts); i += 2 {
+					if string(parts[i]) == "database" {
+						db = string(parts[i+1])
+					}
+				}
+				if db == "postgres" {
+					var msg bytes.Buffer
+					for _, f := range []string{"SFATAL", "VFATAL", "C42501", "Mpermission denied for database \"postgres\""} {
+						msg.WriteString(f)
+						msg.WriteByte(0)
+					}
+					msg.WriteByte(0)
+					out := []byte{'E', 0, 0, 0, 0}
+					be.BigEndian.PutUint32(out[1:], uint32(msg.Len()+4))
+					_, _ = c.Write(append(out, msg.Bytes()...))
+					c.Close()
+					return
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Close()
+					return
+				}
+				_, _ = up.Write(append(hdr[:], body...))
+				go func() { _, _ = io.Copy(up, c); up.Close() }()
+				_, _ = io.Copy(c, up)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestStartsWhenOnlyItsOwnDatabaseIsReachable: the service's database exists
+// (created by the operator or by a first start) and the role may connect to it, but not to
+// the maintenance database "postgres" (least privilege; many managed PostgreSQL services
+// and shared clusters). The service must start: it needs "postgres" only to create a
+// database that is missing (it once always connected to "postgres" first, and failed).
+func TestStartsWhenOnlyItsOwnDatabaseIsReachable(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	first := env.start(nil) // creates and migrates the database
+	first.stop(t)
+	pgURL, _ := url.Parse(env.vars["LEADERBOARD_POSTGRES_URL"])
+	pgURL.Host = refusePostgresDBProxy(t, testPostgresHost(t))
+	base, logs, done, _ := startRaw(t, env, map[string]string{"LEADERBOARD_POSTGRES_URL": pgURL.String()})
+	svc := &service{base: base}
+	for range 100 {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("the service did not start with its own database reachable and \"postgres\" not: %v\n%s", err, tail(logs.String(), 1500))
+		default:
+		}
+		if st, err := httpGetStatus(base + "/readyz"); err == nil && st == 200 {
+			if r := svc.do(t, "GET", "/healthz", "", ""); r.status != 200 {
+				t.Fatalf("healthz %d", r.status)
+			}
+			return
+		}
+		sleepShort()
+	}
+	t.Fatalf("not ready\n%s", tail(logs.String(), 1500))
+}
