@@ -174,7 +174,11 @@ func NewSyncProducer(brokers []string) (sarama.SyncProducer, error) {
 // Run forwards and prunes until ctx ends; each shard it claims, it first rewinds past
 // what was acknowledged but never applied (holdShard).
 func (r *Relay) Run(ctx context.Context) error {
-	defer r.producer.Close()
+	defer func() {
+		if err := CloseWithin(closeTimeout, "relay producer", r.producer.Close); err != nil {
+			r.logger.Warn("relay stopping", "err", err)
+		}
+	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.listen(gctx); return nil })
 	for shard := range r.cfg.Shards {
@@ -381,7 +385,7 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 		out = append(out, pm)
 	}
 	r.pace.wait(ctx, len(out))
-	if err := r.producer.SendMessages(out); err != nil {
+	if err := r.send(ctx, out); err != nil {
 		return 0, false, fmt.Errorf("%w: %d messages: %w", errProduce, len(out), err)
 	}
 	actx, cancel := context.WithTimeout(ctx, relayCallTimeout)
@@ -394,6 +398,42 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 	r.produced.Add(float64(len(batch)))
 	return len(batch), pending, nil
 }
+
+// send produces out, or gives up once ctx ends: sarama's SendMessages takes no context,
+// and against a broker that stopped answering each of its attempts waits out a read
+// timeout, which kept a stopping process for minutes. The rows of a send given up stay
+// unacknowledged and are forwarded again (at least once; the projector applies each
+// event once).
+func (r *Relay) send(ctx context.Context, out []*sarama.ProducerMessage) error {
+	done := make(chan error, 1)
+	go func() { done <- r.producer.SendMessages(out) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CloseWithin runs close and waits for it at most d; past that it returns an error and
+// leaves close running: a client whose broker stopped answering must not keep a stopping
+// process.
+func CloseWithin(d time.Duration, what string, close func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("%s: %w within %s", what, ErrNotClosed, d)
+	}
+}
+
+// ErrNotClosed is CloseWithin's error when close did not end in time.
+var ErrNotClosed = errors.New("not closed")
+
+// closeTimeout bounds the close of a Kafka client at shutdown.
+const closeTimeout = 5 * time.Second
 
 // envelope is Watermill's forwarder envelope (requeued dead letters name their topic).
 type envelope struct {

@@ -143,28 +143,45 @@ func (s *WindowSubscriber) Subscribe(ctx context.Context, topic string) (<-chan 
 	return output, nil
 }
 
-// consume runs the group until it fails or ctx ends, then closes it.
+// consume runs the group until it fails or ctx ends, then closes it. Once ctx ended it
+// waits for that at most closeTimeout: a session's release commits offsets, and a broker
+// that stopped answering would keep a stopping process (offsets not committed are read
+// again and found applied).
 func (s *WindowSubscriber) consume(ctx context.Context, group sarama.ConsumerGroup, topic string, h *windowHandler, fields watermill.LogFields) {
-	errsDone := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(errsDone)
-		for err := range group.Errors() {
-			s.logger.Error("Kafka consumer error", err, fields)
-		}
-	}()
-	for ctx.Err() == nil {
-		// Consume returns at every rebalance; it is called again to rejoin.
-		if err := group.Consume(ctx, []string{topic}, h); err != nil {
-			if !errors.Is(err, sarama.ErrClosedConsumerGroup) {
-				s.logger.Error("Kafka consumer group failed", err, fields)
+		defer close(done)
+		errsDone := make(chan struct{})
+		go func() {
+			defer close(errsDone)
+			for err := range group.Errors() {
+				s.logger.Error("Kafka consumer error", err, fields)
 			}
-			break
+		}()
+		for ctx.Err() == nil {
+			// Consume returns at every rebalance; it is called again to rejoin.
+			if err := group.Consume(ctx, []string{topic}, h); err != nil {
+				if !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+					s.logger.Error("Kafka consumer group failed", err, fields)
+				}
+				break
+			}
 		}
+		if err := group.Close(); err != nil {
+			s.logger.Info("Kafka consumer group closed with an error", fields.Add(watermill.LogFields{"err": err.Error()}))
+		}
+		<-errsDone
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
 	}
-	if err := group.Close(); err != nil {
-		s.logger.Info("Kafka consumer group closed with an error", fields.Add(watermill.LogFields{"err": err.Error()}))
+	select {
+	case <-done:
+	case <-time.After(closeTimeout):
+		s.logger.Info("Kafka consumer group not closed in time; left behind", fields.Add(watermill.LogFields{"after": closeTimeout.String()}))
 	}
-	<-errsDone
 }
 
 // windowHandler is the sarama.ConsumerGroupHandler: one ConsumeClaim per partition.

@@ -40,7 +40,10 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
 		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe)}, reads, d.reg)
 	g.Go(func() error {
-		runNotifier(ctx, d, hub)
+		// Its Kafka subscribers' close waits for a broker that stopped answering: bounded.
+		untilDoneOr(ctx, notifierCloseTimeout, func() { runNotifier(ctx, d, hub) }, func() {
+			d.logger.Warn("realtime notifier not stopped in time; left behind", "after", notifierCloseTimeout)
+		})
 		return nil
 	})
 	g.Go(func() error { lbhttp.WatchSeasons(ctx, periods, hub, time.Second); return nil })
@@ -76,6 +79,29 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	})
 	web.serve(ctx, g, handler, hub.Close, outbox.Close, pipe.Close, writePipe.Close)
 	return nil
+}
+
+// notifierCloseTimeout bounds the notifier's stop once ctx ended.
+const notifierCloseTimeout = 5 * time.Second
+
+// untilDoneOr runs f and returns when it does, or late (then calling late) once ctx has
+// been done for d, leaving f running.
+func untilDoneOr(ctx context.Context, d time.Duration, f func(), late func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+	case <-time.After(d):
+		late()
+	}
 }
 
 // runNotifier feeds the hub from Kafka's notification topics until ctx ends, starting its

@@ -12,6 +12,10 @@ import (
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
+// projectorCloseTimeout bounds the end of the projector's batches in flight and of its
+// notifications once its router stopped.
+const projectorCloseTimeout = 5 * time.Second
+
 // startProjector runs the projector role: the Kafka consumer group that applies score
 // events to PostgreSQL and Redis and publishes what changed. The returned func releases
 // what outlives the router (the lag collector's client).
@@ -46,9 +50,19 @@ func startProjector(ctx context.Context, g *errgroup.Group, d deps, ready *readi
 	d.reg.MustRegister(lag)
 	g.Go(func() error {
 		err := projector.Run(ctx)
-		apply.Close()   // the batches in flight finish
-		changes.Close() // their notifications go out
-		return errors.Join(err, pub.Close())
+		// The batches in flight finish and their notifications go out, within a bound: a
+		// broker that stopped answering must not keep a stopping process (a notification
+		// lost then is made good by the streams' refresh).
+		closed := router.CloseWithin(projectorCloseTimeout, "projector's batches and notifications", func() error {
+			apply.Close()
+			changes.Close()
+			return pub.Close()
+		})
+		if errors.Is(closed, router.ErrNotClosed) {
+			d.logger.Warn("projector stopping: left behind", "err", closed)
+			closed = nil
+		}
+		return errors.Join(err, closed)
 	})
 	ready.routers = append(ready.routers, projector.IsRunning)
 	ready.checks = append(ready.checks, check{"projector", func() bool { return stuck.Longest() <= d.cfg.ProjectorStuckAfter }})
