@@ -54,6 +54,14 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
+	if cfg.PprofAddr != "" {
+		stop, err := servePprof(cfg.PprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		logger.Info("pprof listening", "addr", cfg.PprofAddr)
+	}
 	// From here the process answers: /healthz 200 and /readyz "starting" until its roles
 	// run, however long its stores take to answer.
 	web := startHTTP(ln, logger)
@@ -62,12 +70,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 	d.now = now
 	defer closeDeps()
 	if err != nil {
-		return err
-	}
-	if cfg.PprofAddr != "" {
-		stop := servePprof(cfg.PprofAddr)
-		defer stop()
-		logger.Info("pprof listening", "addr", cfg.PprofAddr)
+		return stoppedWhileStarting(ctx, logger, err)
 	}
 
 	rctx, stopRoles := context.WithCancel(ctx)
@@ -78,7 +81,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 	abort := func(err error) error {
 		stopRoles()
 		_ = g.Wait()
-		return err
+		return stoppedWhileStarting(ctx, logger, err)
 	}
 	ready := &readiness{pool: d.pool, boards: d.boards}
 	if cfg.Runs(configs.RoleRelay) || cfg.Runs(configs.RoleProjector) {
@@ -204,14 +207,29 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	return d, closeAll, nil
 }
 
-func servePprof(addr string) (stop func()) {
+// stoppedWhileStarting is err of a start that failed, nil when it failed because the
+// process was told to stop meanwhile (a stop asked for is not a failure).
+func stoppedWhileStarting(ctx context.Context, logger *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		logger.Info("leaderboard stopped while starting", "err", err)
+		return nil
+	}
+	return err
+}
+
+// servePprof serves pprof on addr; a taken address fails the start (as the API's does).
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen LEADERBOARD_PPROF_ADDR %s: %w", addr, err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.ListenAndServe() }()
-	return func() { _ = srv.Close() }
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // maxHeaderBytes bounds a request's headers (a bearer token is well under 2 KiB).

@@ -186,3 +186,54 @@ func TestStartsWhenOnlyItsOwnDatabaseIsReachable(t *testing.T) {
 	}
 	t.Fatalf("not ready\n%s", tail(logs.String(), 1500))
 }
+
+// TestStopWhileStartingIsNotAFailure: a process told to stop while it waits for its
+// stores (PostgreSQL not answering) returns promptly and without an error: it was asked to
+// stop, not failing (it once exited 1 with "context canceled").
+func TestStopWhileStartingIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newHoleProxy(t, testPostgresHost(t))
+	px.hole.Store(true)
+	pgURL, _ := url.Parse(env.vars["LEADERBOARD_POSTGRES_URL"])
+	pgURL.Host = px.addr()
+	base, logs, done, cancel := startRaw(t, env, map[string]string{"LEADERBOARD_POSTGRES_URL": pgURL.String()})
+	eventually(t, 10*time.Second, func() string {
+		if st, err := httpGetStatus(base + "/healthz"); err != nil || st != 200 {
+			return fmt.Sprintf("/healthz %d %v", st, err)
+		}
+		return ""
+	})
+	cancel()
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("stopped while starting: %v, want no error\n%s", err, tail(logs.String(), 1500))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not stopped 10 s after its context ended while starting\n%s", tail(logs.String(), 1500))
+	}
+}
+
+// TestTakenPprofAddressFailsTheStart: LEADERBOARD_PPROF_ADDR on a taken port fails the
+// start at once, naming it, as a taken API port does (pprof was silently not served).
+func TestTakenPprofAddressFailsTheStart(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	env := newTestEnv(t)
+	_, _, done, _ := startRaw(t, env, map[string]string{"LEADERBOARD_PPROF_ADDR": ln.Addr().String()})
+	select {
+	case err := <-done:
+		done <- err
+		if err == nil || !strings.Contains(err.Error(), "LEADERBOARD_PPROF_ADDR") || !strings.Contains(err.Error(), ln.Addr().String()) {
+			t.Errorf("start with a taken pprof address: %v, want an error naming LEADERBOARD_PPROF_ADDR and %s", err, ln.Addr())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the start with a taken pprof address did not fail")
+	}
+}
