@@ -45,6 +45,7 @@ type deps struct {
 // and pools.
 func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now func() time.Time) error {
 	logger.Info("starting leaderboard", "config", cfg)
+	redis.SetLogger(newRedisLog(logger, time.Now)) // not plain text on stderr
 	if cfg.UsesDevSecret() {
 		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only")
 	}
