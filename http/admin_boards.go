@@ -35,6 +35,18 @@ func (s *server) redisPeriod(w http.ResponseWriter, r *http.Request, b configs.B
 		writeError(w, r, http.StatusBadRequest, "period_not_in_redis", "period "+period+" of board "+b.Key()+" is not kept in Redis: reads of it come from PostgreSQL", "")
 		return storage.Target{}, false
 	}
+	if b.Period == configs.PeriodMatch && s.Reads != nil {
+		// A match exists from its first point, for maintenance as for reads: a rebuild of
+		// one never played would write its keys, and every read would then find it.
+		switch ok, err := s.Reads.loader.Exists(r.Context(), b.Key(), period); {
+		case err != nil:
+			s.readFailed(w, r, err)
+			return storage.Target{}, false
+		case !ok:
+			writeError(w, r, http.StatusNotFound, "unknown_board", "match "+b.Match+" has no entry: "+errNoMatch.Error(), "")
+			return storage.Target{}, false
+		}
+	}
 	return storage.Target{Board: b.Key(), Period: period, TTL: ttl}, true
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
-	"github.com/openleaderboard/leaderboard/messages"
 )
 
 // incrementBoard is the board POST /v1/scores/increment adds to (seed 003).
@@ -49,7 +48,7 @@ func (s *server) handleIncrement() http.HandlerFunc {
 			return
 		}
 		echoID := *req.EventID
-		if !messages.ValidEventID(echoID) {
+		if !validClientEventID(echoID) {
 			echoID = ""
 		}
 		if req.Timestamp == nil {

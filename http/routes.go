@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -31,9 +32,9 @@ func (s *server) routes() http.Handler {
 	r.Get("/static/live.css", s.handleStatic("text/css; charset=utf-8", pageCSS))
 
 	// The stream authenticates itself: browsers pass a realtime token in the URL.
-	r.Get("/v1/realtime/leaderboard", s.handleRealtimeLeaderboard())
+	r.With(validQuery).Get("/v1/realtime/leaderboard", s.handleRealtimeLeaderboard())
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, validQuery)
 		r.Get("/v1/realtime/token", s.handleRealtimeToken())
 		// The global board (seeds 000, 002).
 		r.Post("/v1/scores", s.handleSubmitScore())
@@ -57,7 +58,7 @@ func (s *server) routes() http.Handler {
 		r.Get("/v1/season-leaderboard/users/{user_id}", s.handleSeed004User("season", "season"))
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate, s.requireRole("admin"))
+		r.Use(s.authenticate, s.requireRole("admin"), validQuery)
 		r.Get("/admin/dlq", s.handleListDeadLetters())
 		r.Post("/admin/dlq/requeue", s.handleRequeueMatching())
 		// Ids are digits, so /admin/dlq/requeue is never taken for an id.
@@ -100,6 +101,22 @@ func (s *server) opsRoutes(r chi.Router) {
 type metricsErrorLog struct{ logger *slog.Logger }
 
 func (l metricsErrorLog) Println(v ...any) { l.logger.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
+
+// validQuery refuses a query string url.Values would parse only in part: a pair that is
+// not valid percent-encoding (or holds a ';') is dropped silently, and the handler would
+// answer with its default (?limit=%zz answered the default limit, ?period=<date>% the
+// current period's board).
+func validQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+				writeError(w, r, http.StatusBadRequest, "invalid_query", "malformed query string: "+err.Error(), "")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // methodNotAllowed answers 405 with the Allow header.
 func methodNotAllowed(allow ...string) http.HandlerFunc {

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -281,10 +283,18 @@ func resolveEventID(id *string) (string, bool, *apiError) {
 	if id == nil {
 		return uuid.NewString(), false, nil
 	}
-	if !messages.ValidEventID(*id) {
-		return "", false, badRequest("invalid_event_id", "event_id must be 1 to 64 printable characters without spaces")
+	if !validClientEventID(*id) {
+		return "", false, badRequest("invalid_event_id", "event_id must be 1 to 64 printable characters without spaces, and valid UTF-8 (no U+FFFD)")
 	}
 	return *id, true, nil
+}
+
+// validClientEventID is messages.ValidEventID less U+FFFD: encoding/json decodes every
+// invalid UTF-8 byte and unpaired surrogate escape to it, so "x\ud800" and "x\udbff"
+// would be one event id, and the second write a retry of the first (never applied). The
+// projector takes U+FFFD as it did: commands accepted before are not refused on the way.
+func validClientEventID(id string) bool {
+	return messages.ValidEventID(id) && !strings.ContainsRune(id, utf8.RuneError)
 }
 
 // resolveUser decides whose score this is: the token's own user, or with the server role

@@ -359,3 +359,58 @@ func TestUnchangedRetryOfARemovedEntryIsNotFound(t *testing.T) {
 		t.Errorf("the unchanged write was applied %d times", n)
 	}
 }
+
+// TestDistinctEventIDsAreNotMerged: idempotency is keyed by the client's
+// event_id. Two different event ids must never be taken for the same one: either both are
+// refused 400 invalid_event_id (as metadata refuses unpaired surrogate escapes) or both
+// writes are applied. encoding/json turns an unpaired surrogate escape (and any invalid
+// UTF-8 byte) into U+FFFD, so "x\ud800" and "x\udbff" (or "y\xff" and "y\xfe") were the
+// same id "x\uFFFD": the second increment was answered as a duplicate and never added.
+func TestDistinctEventIDsAreNotMerged(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	for _, c := range []struct{ user, a, b string }{
+		{"sur", `"x\ud800"`, `"x\udbff"`},
+		{"raw", "\"y\xff\"", "\"y\xfe\""},
+	} {
+		tok := mintToken(t, c.user)
+		ra := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=true", tok, `{"value":1,"event_id":`+c.a+`}`)
+		rb := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=true", tok, `{"value":1,"event_id":`+c.b+`}`)
+		if ra.status == 400 && rb.status == 400 && ra.body["error_code"] == "invalid_event_id" && rb.body["error_code"] == "invalid_event_id" {
+			continue // refused: fine
+		}
+		if ra.status >= 300 || rb.status >= 300 {
+			t.Errorf("%s: event ids %q then %q: %d %s / %d %s, want both 400 invalid_event_id or both applied", c.user, c.a, c.b, ra.status, ra.raw, rb.status, rb.raw)
+			continue
+		}
+		if ra.body["event_id"] == rb.body["event_id"] {
+			t.Errorf("%s: two different event ids %q and %q were answered as the same event id %q", c.user, c.a, c.b, ra.body["event_id"])
+		}
+		if got := num(rb.body["score"]); got != 2 {
+			t.Errorf("%s: two increments of 1 under different event ids %q and %q: score %d, want 2 (%s)", c.user, c.a, c.b, got, rb.raw)
+		}
+	}
+}
+
+// TestMalformedQueryIsRefused: url.Values drops a pair that is not well-formed
+// percent-encoding, so ?limit=%zz was answered 200 with the default limit and
+// ?period=<date>% with the current period's board: data the client did not ask for. Such
+// a query is 400 invalid_query.
+func TestMalformedQueryIsRefused(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	player := mintToken(t, "alice")
+	for _, c := range []struct{ path, code string }{ // code: what the pair would be refused as, were it readable
+		{"/v1/leaderboard/top?limit=%zz", "invalid_limit"},
+		{"/v1/boards/daily/top?period=2020-01-01%", "invalid_period"},
+		{"/v1/boards/global/users/alice?around=5%", "invalid_around"},
+		{"/v1/boards/global/entries?size=%zz", "invalid_size"},
+	} {
+		r := svc.do(t, http.MethodGet, c.path, player, "")
+		if r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_query" {
+			t.Errorf("GET %s: %d %.160s, want 400 invalid_query (it once answered as if the malformed pair were absent)", c.path, r.status, r.raw)
+		}
+	}
+}

@@ -191,3 +191,63 @@ func TestRebuildReachesOpenStreams(t *testing.T) {
 		t.Errorf("2 s after the rebuild the open stream still shows %q first at version %d; the board's top is version %d with alice first", f, c.lastVersion(), num(top.body["version"]))
 	}
 }
+
+// TestRebuildOfAMatchNeverPlayedIsNotFound: a match that never had a point
+// is 404 unknown_board on every read and on the stream (openapi: "A match board without
+// any entry is 404 unknown_board"; the stream: "a match without a point yet, is 404
+// unknown_board"). An admin's rebuild of such a match must not change that: it is refused
+// 404 unknown_board (NotFound is in the rebuild's answers) and leaves no Redis keys (it
+// once answered 200 and wrote the match's keys, and every read then found the match).
+func TestRebuildOfAMatchNeverPlayedIsNotFound(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	player := mintToken(t, "alice")
+	admin := mintToken(t, "ops", "admin")
+	rt := svc.realtimeToken(t, player)
+
+	if r := svc.do(t, http.MethodGet, "/v1/boards/match:ghost/top", player, ""); r.status != 404 || r.body["error_code"] != "unknown_board" {
+		t.Fatalf("before: GET top of a match never played: %d %s, want 404 unknown_board", r.status, r.raw)
+	}
+	r := svc.do(t, http.MethodPost, "/admin/boards/match:ghost/rebuild", admin, "")
+	if r.status != 404 || r.body["error_code"] != "unknown_board" {
+		t.Errorf("POST /admin/boards/match:ghost/rebuild of a match never played: %d %s, want 404 unknown_board", r.status, r.raw)
+	}
+	keys, err := env.rdb.Keys(context.Background(), env.prefix+"*match:ghost*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		t.Errorf("the refused rebuild left Redis keys of the ghost match: %v", keys)
+	}
+	for _, path := range []string{
+		"/v1/boards/match:ghost/top",
+		"/v1/match-leaderboard/ghost/score",
+		"/v1/boards/match:ghost/entries",
+		"/v1/boards/match:ghost/users?ids=alice",
+	} {
+		if r := svc.do(t, http.MethodGet, path, player, ""); r.status != 404 || r.body["error_code"] != "unknown_board" {
+			t.Errorf("after the rebuild: GET %s: %d %s, want 404 unknown_board", path, r.status, r.raw)
+		}
+	}
+	if got := probeStatus(t, svc, "/v1/realtime/leaderboard?board=match:ghost&token="+rt); got != 404 {
+		t.Errorf("after the rebuild: the stream of the ghost match answered %d, want 404 unknown_board", got)
+	}
+}
+
+// probeStatus opens a GET and returns its status without reading a stream's body.
+func probeStatus(t *testing.T, s *service, path string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
