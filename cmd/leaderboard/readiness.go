@@ -68,8 +68,25 @@ func (r *readiness) failing(ctx context.Context) []string {
 
 // kafkaAnswers tells whether a broker answers a Kafka request (ApiVersions v0, which every
 // broker answers before anything else) within ctx. A TCP connect alone is not enough: the
-// kernel completes it for a broker that hangs.
+// kernel completes it for a broker that hangs. The brokers are asked side by side, so one
+// that hangs does not spend the others' time (sarama's clients carry on with those).
 func kafkaAnswers(ctx context.Context, brokers []string) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the others stop once one answered
+	answered := make(chan bool, len(brokers))
+	for _, b := range brokers {
+		go func() { answered <- brokerAnswers(ctx, b) }()
+	}
+	for range brokers {
+		if <-answered {
+			return true
+		}
+	}
+	return false
+}
+
+// brokerAnswers asks one broker ApiVersions v0 and reads the answer's correlation id.
+func brokerAnswers(ctx context.Context, broker string) bool {
 	const clientID = "leaderboard-readyz"
 	req := kbin.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len(clientID)))
 	req = kbin.BigEndian.AppendUint16(req, 18) // ApiVersions
@@ -78,25 +95,19 @@ func kafkaAnswers(ctx context.Context, brokers []string) bool {
 	req = kbin.BigEndian.AppendUint16(req, uint16(len(clientID)))
 	req = append(req, clientID...)
 	var d net.Dialer
-	for _, b := range brokers {
-		c, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			continue
-		}
-		if deadline, ok := ctx.Deadline(); ok {
-			_ = c.SetDeadline(deadline)
-		}
-		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-		var resp [8]byte // size, correlation id
-		_, err = c.Write(req)
-		if err == nil {
-			_, err = io.ReadFull(c, resp[:])
-		}
-		stop()
-		c.Close()
-		if err == nil && kbin.BigEndian.Uint32(resp[4:]) == 7 {
-			return true
-		}
+	c, err := d.DialContext(ctx, "tcp", broker)
+	if err != nil {
+		return false
 	}
-	return false
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	var resp [8]byte // size, correlation id
+	if _, err := c.Write(req); err != nil {
+		return false
+	}
+	if _, err := io.ReadFull(c, resp[:]); err != nil {
+		return false
+	}
+	return kbin.BigEndian.Uint32(resp[4:]) == 7
 }

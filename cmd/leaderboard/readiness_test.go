@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	kbin "encoding/binary"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -142,4 +144,98 @@ func TestReadyzNamesAKafkaThatStoppedAnswering(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Errorf("readyz 30 s after the broker stopped answering: %d %s", last.status, strings.TrimSpace(last.raw))
+}
+
+// fakeBroker answers every request it reads with a response header carrying the
+// request's correlation id (what a Kafka broker does for ApiVersions of any version).
+func fakeBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var size [4]byte
+				if _, err := io.ReadFull(c, size[:]); err != nil {
+					return
+				}
+				req := make([]byte, kbin.BigEndian.Uint32(size[:]))
+				if _, err := io.ReadFull(c, req); err != nil {
+					return
+				}
+				resp := kbin.BigEndian.AppendUint32(nil, 4+2+4) // correlation id, error code, empty array
+				resp = append(resp, req[4:8]...)
+				resp = kbin.BigEndian.AppendUint16(resp, 0)
+				resp = kbin.BigEndian.AppendUint32(resp, 0)
+				_, _ = c.Write(resp)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// hungBroker accepts connections (as the kernel does for a frozen broker) and never
+// answers.
+func hungBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestKafkaProbeAsksTheOtherBrokersWhenOneHangs: LEADERBOARD_KAFKA_BROKERS
+// names several brokers; one of them hangs (a frozen VM, a partition), the others
+// answer, and sarama's clients carry on with them. /readyz must not name kafka (a probe
+// asking the brokers one after the other let the first, hung one spend all of /readyz's
+// 2 s). And with every broker hung, it does.
+func TestKafkaProbeAsksTheOtherBrokersWhenOneHangs(t *testing.T) {
+	good := fakeBroker(t)
+	hung := hungBroker(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !kafkaAnswers(ctx, []string{good}) {
+		t.Fatal("the answering fake broker alone is not taken as answering: the fake is wrong")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second) // as /readyz
+	defer cancel2()
+	start := time.Now()
+	if !kafkaAnswers(ctx2, []string{hung, good}) {
+		t.Errorf("brokers [hung, answering]: kafkaAnswers = false after %v, want true (the second broker answers; /readyz names kafka and takes the whole process, API included, out of service)",
+			time.Since(start).Round(time.Millisecond))
+	}
+	ctx3, cancel3 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel3()
+	if kafkaAnswers(ctx3, []string{hung, hungBroker(t)}) {
+		t.Error("brokers [hung, hung]: kafkaAnswers = true, want false")
+	}
 }
