@@ -102,11 +102,6 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if r.Method == http.MethodHead { // the stream's headers, without opening one
-			streamHeaders(w)
-			w.WriteHeader(http.StatusOK)
-			return
-		}
 		lastID := int64(-1) // a fresh client gets the snapshot, even of an empty board
 		if raw := r.Header.Get("Last-Event-ID"); raw != "" {
 			if id, err := strconv.ParseInt(raw, 10, 64); err == nil {
@@ -124,6 +119,12 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 			return
 		case err != nil:
 			s.readFailed(w, r, err)
+			return
+		}
+		if r.Method == http.MethodHead { // answered as the GET (a match never played is 404, a full hub 503), without its stream
+			sub.Close(false)
+			streamHeaders(w)
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		var current func(at time.Time) string

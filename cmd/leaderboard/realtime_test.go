@@ -473,3 +473,21 @@ func TestRealtimeStreamOfAnotherProcessMovesToANewSeason(t *testing.T) {
 	ups := c.named("leaderboard.updated")
 	t.Fatalf("10 s after season s2 started through process a, b's stream still shows season %v", ups[len(ups)-1].data["period"])
 }
+
+// TestHeadOfTheStreamOfAMatchNeverPlayedIsNotFound: README and openapi: "HEAD is
+// answered as the GET of the path without its body". The stream's GET of a match never
+// played is 404 unknown_board; its HEAD once answered 200 text/event-stream before the hub
+// was asked, telling a monitor probing with HEAD that the stream existed.
+func TestHeadOfTheStreamOfAMatchNeverPlayedIsNotFound(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	rt := svc.realtimeToken(t, mintToken(t, "alice"))
+	path := "/v1/realtime/leaderboard?board=match:ghost&token=" + rt
+	get := probeStatus(t, svc, path)
+	head := svc.do(t, http.MethodHead, path, "", "")
+	if get != head.status {
+		t.Errorf("stream of a match never played: GET %d, HEAD %d (Content-Type %q); want HEAD to answer as the GET",
+			get, head.status, head.header.Get("Content-Type"))
+	}
+}
