@@ -45,10 +45,11 @@ type Front struct {
 func NewFront() *Front {
 	f := &Front{}
 	starting := securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz":
+		probe := r.Method == http.MethodGet || r.Method == http.MethodHead
+		switch {
+		case probe && r.URL.Path == "/healthz":
 			encode(w, http.StatusOK, map[string]string{"status": "ok"})
-		case "/readyz":
+		case probe && r.URL.Path == "/readyz":
 			encode(w, http.StatusServiceUnavailable, readyzResponse{Status: "not_ready", Failing: []string{"starting"}})
 		default:
 			w.Header().Set("Retry-After", "1")

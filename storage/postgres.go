@@ -79,7 +79,7 @@ func ensureDatabase(ctx context.Context, rawURL string) error {
 		own.Close(ctx)
 		return nil
 	case !errors.As(err, &pgErr) || pgErr.Code != "3D000": // anything but invalid_catalog_name (no such database)
-		return fmt.Errorf("connect to postgres: %w", err)
+		return fmt.Errorf("connect to postgres database %s: %w", name, err)
 	}
 	admin := *u
 	admin.Path = "/postgres"

@@ -101,7 +101,8 @@ func TestRetryAfterRetentionIsNotAppliedTwiceWithEqualRetentions(t *testing.T) {
 }
 
 // TestAnomaliesPruneInBatches: a flood of refused writes past several delete batches is
-// pruned down to the newest keep, whatever their number.
+// pruned down to the newest keep, whatever their number: the batches go on until none is
+// left (it checks the result, which one DELETE would give too, not the batching).
 func TestAnomaliesPruneInBatches(t *testing.T) {
 	t.Parallel()
 	pool := newMigratedPool(t, 1)

@@ -65,6 +65,9 @@ func TestHealthzAnswersWhileStarting(t *testing.T) {
 				if r := svc.do(t, "GET", "/readyz", "", ""); r.status != 503 || r.body["status"] != "not_ready" || !strings.Contains(r.raw, `"starting"`) {
 					t.Errorf("/readyz while starting: %d %s, want 503 naming starting", r.status, r.raw)
 				}
+				if r := svc.do(t, "POST", "/healthz", "", ""); r.status == 200 {
+					t.Errorf("POST /healthz while starting: 200, want what a GET-only path answers another method (not 200)")
+				}
 				r := svc.do(t, "GET", "/v1/leaderboard/top", mintToken(t, "early"), "")
 				if r.status != 503 || r.body["error_code"] != "dependency_unavailable" || r.header.Get("Retry-After") == "" {
 					t.Errorf("the API while starting: %d %s (Retry-After %q), want 503 dependency_unavailable with Retry-After", r.status, r.raw, r.header.Get("Retry-After"))
