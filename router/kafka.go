@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -75,7 +76,21 @@ func (e TopicSettingsError) Unwrap() error { return e.Err }
 
 // EnsureTopics creates the topics that do not exist yet: the score events partitioned
 // by user, and the notifications keyed by board and period (compacted, kept a day).
-func EnsureTopics(brokers []string, t Topics) error {
+func EnsureTopics(ctx context.Context, brokers []string, t Topics) error {
+	// sarama's admin takes no context, and against a broker that accepts connections but
+	// never answers each request waits out a read timeout, retried: a process told to stop
+	// while starting does not wait for it (the admin is left to time out).
+	done := make(chan error, 1)
+	go func() { done <- ensureTopics(brokers, t) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("kafka topics: %w", ctx.Err())
+	}
+}
+
+func ensureTopics(brokers []string, t Topics) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = KafkaVersion
 	admin, err := sarama.NewClusterAdmin(brokers, cfg)

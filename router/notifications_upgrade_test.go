@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -21,7 +22,7 @@ func TestNotificationsTopicOfAnEarlierVersionIsKeptADay(t *testing.T) {
 		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	got := topicConfig(t, admin, topics.Notifications)

@@ -51,7 +51,7 @@ func TestProjectorMiddleware(t *testing.T) {
 	}
 	defer broker.Close()
 	topics := NewTopics("mw-test", 3)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
@@ -136,7 +136,7 @@ func TestProjectorThrottle(t *testing.T) {
 	}
 	defer broker.Close()
 	topics := NewTopics("throttle-test", 6)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)

@@ -377,7 +377,7 @@ func newRelayEnv(t *testing.T, topicPrefix string) (context.Context, *pgxpool.Po
 	}
 	t.Cleanup(broker.Close)
 	topics := NewTopics(topicPrefix, 1)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, pool, schema, broker, topics
@@ -545,7 +545,7 @@ func TestRelayRewindsAfterAFailedProduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fresh.Close)
-	if err := EnsureTopics(fresh.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), fresh.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	if got := kafkaUntil(ctx, t, fresh, topics.Scores, "d"); strings.Join(got, " ") != "a b c d" {

@@ -24,7 +24,7 @@ func TestStuckPartitionMovedToAnotherReplicaClears(t *testing.T) {
 	t.Parallel()
 	broker := startBroker(t)
 	topics := NewTopics("stuck-review2", 2)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(slog.New(slog.DiscardHandler)))

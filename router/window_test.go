@@ -29,7 +29,7 @@ func windowEnv(t *testing.T, n int, keys ...string) (*EmbeddedKafka, Topics) {
 	t.Helper()
 	broker := startBroker(t)
 	topics := NewTopics("window-test", 1)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(slog.New(slog.DiscardHandler)))
@@ -254,7 +254,7 @@ func TestWindowSubscriberDrainsARevokedPartition(t *testing.T) {
 	t.Parallel()
 	broker := startBroker(t)
 	topics := NewTopics("drain-test", 2)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := NewKafkaPublisher(broker.Addrs(), NewLogger(slog.New(slog.DiscardHandler)))
@@ -314,7 +314,7 @@ func TestNotificationsTopicIsKeptADay(t *testing.T) {
 	t.Parallel()
 	broker := startBroker(t)
 	topics := NewTopics("notif-retention", 2)
-	if err := EnsureTopics(broker.Addrs(), topics); err != nil {
+	if err := EnsureTopics(context.Background(), broker.Addrs(), topics); err != nil {
 		t.Fatal(err)
 	}
 	admin := newAdmin(t, broker)

@@ -196,7 +196,7 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	// (its notifier waits for them), so it starts while Kafka is down or does not answer.
 	if cfg.Runs(configs.RoleRelay) || cfg.Runs(configs.RoleProjector) {
 		var settings router.TopicSettingsError
-		switch err := router.EnsureTopics(d.brokers, d.topics); {
+		switch err := router.EnsureTopics(ctx, d.brokers, d.topics); {
 		case errors.As(err, &settings):
 			logger.Warn("kafka topic settings not applied", "err", err)
 		case err != nil:

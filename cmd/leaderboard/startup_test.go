@@ -240,3 +240,30 @@ func TestTakenPprofAddressFailsTheStart(t *testing.T) {
 		t.Fatal("the start with a taken pprof address did not fail")
 	}
 }
+
+// TestStopWhileKafkaHangsAtStart: the broker accepts connections and never answers while
+// the process (relay and projector) creates its topics. Told to stop, it returns promptly
+// and without an error: sarama's admin takes no context, and its requests, retried, each
+// wait out a read timeout (the stop once waited minutes for them).
+func TestStopWhileKafkaHangsAtStart(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	base, logs, done, cancel := startRaw(t, env, map[string]string{"LEADERBOARD_KAFKA_BROKERS": hungBroker(t)})
+	eventually(t, 10*time.Second, func() string {
+		if st, err := httpGetStatus(base + "/readyz"); err != nil || st != 503 {
+			return fmt.Sprintf("/readyz %d %v, want 503 starting", st, err)
+		}
+		return ""
+	})
+	time.Sleep(time.Second) // in the topics' creation by now (PostgreSQL and Redis answer at once)
+	cancel()
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("stopped while Kafka hung at start: %v, want no error\n%s", err, tail(logs.String(), 1500))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not stopped 10 s after its context ended while Kafka hung at start\n%s", tail(logs.String(), 1500))
+	}
+}
