@@ -243,11 +243,10 @@ type web struct {
 	front   *lbhttp.Front
 	served  chan error
 	serving bool
-	logger  *slog.Logger
 }
 
 func startHTTP(ln net.Listener, logger *slog.Logger) *web {
-	w := &web{front: lbhttp.NewFront(), served: make(chan error, 1), logger: logger}
+	w := &web{front: lbhttp.NewFront(), served: make(chan error, 1)}
 	// No WriteTimeout: it would end healthy realtime streams; each stream write has its
 	// own deadline instead.
 	w.srv = &http.Server{Handler: w.front, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes}
