@@ -134,9 +134,9 @@ func TestCorrelationIDFollowsTheScore(t *testing.T) {
 }
 
 // TestMetricsScrapeDoesNotHoldPostgres: every GET /metrics (unauthenticated, on
-// the public API address) runs SELECT count(*) FROM dead_letters on the request path
-// (cmd/leaderboard/metrics.go, leaderboard_dead_letters), holding a pool connection for up
-// to a second, with no bound on concurrent scrapes. When that count is slow (a big dead
+// the public API address) once ran SELECT count(*) FROM dead_letters on the request path
+// (leaderboard_dead_letters), holding a pool connection for up to a second, with no bound
+// on concurrent scrapes. When that count is slow (a big dead
 // letter table after an incident; here: the table locked, as a VACUUM FULL or a bulk
 // requeue would), anyone can fill the API's PostgreSQL pool with scrapes and the
 // players' writes wait behind them. The count is taken off the scrape's path, one at a
@@ -185,22 +185,29 @@ func TestMetricsScrapeDoesNotHoldPostgres(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 
-	// A scrape itself should answer at once.
-	start := time.Now()
+	// No scrape waits on PostgreSQL: at most one backend waits for the table (the count off
+	// the scrape's path), where a count per scrape had the pool's every connection (4)
+	// waiting behind the lock. (Backends, not latencies: the machine's speed does not move
+	// them.)
+	waiting := 0
+	for range 5 {
+		var n int
+		if err := env.db().QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = 'dead_letters' AND NOT l.granted
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		waiting = max(waiting, n)
+		time.Sleep(100 * time.Millisecond)
+	}
 	if r := svc.do(t, http.MethodGet, "/metrics", "", ""); r.status != 200 {
 		t.Errorf("/metrics: %d", r.status)
 	}
-	scrape := time.Since(start)
 
-	// The players' writes should not wait behind the scrapers.
-	var slowest time.Duration
+	// The players' writes go through meanwhile.
 	failed := 0
 	for i := range 5 {
-		start := time.Now()
 		r := svc.submit(t, player, `{"score": `+string(rune('2'+i))+`}`)
-		if took := time.Since(start); took > slowest {
-			slowest = took
-		}
 		if r.status != http.StatusAccepted && r.status != http.StatusOK {
 			failed++
 		}
@@ -208,10 +215,7 @@ func TestMetricsScrapeDoesNotHoldPostgres(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	if scrape > 500*time.Millisecond {
-		t.Errorf("one anonymous GET /metrics took %v: it waits on PostgreSQL", scrape)
-	}
-	if slowest > 500*time.Millisecond || failed > 0 {
-		t.Errorf("with anonymous scrapers running, a player's write took up to %v (%d of 5 failed): /metrics holds the API's PostgreSQL pool", slowest, failed)
+	if waiting > 1 || failed > 0 {
+		t.Errorf("with anonymous scrapers running and dead_letters locked, %d backends waited on the table (want at most the one count off the scrape's path) and %d of 5 writes failed: /metrics holds the API's PostgreSQL pool", waiting, failed)
 	}
 }
