@@ -139,14 +139,17 @@ func (s Servers) NewRedis(t testing.TB) (*redis.Client, string) {
 		defer rdb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 500).Iterator()
 		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("scan test keys: %v", err)
-			return
+		// The prefix's keys, and the rate limiter's (redis_rate puts "rate:" before ours).
+		for _, match := range []string{prefix + ":*", "rate:" + prefix + ":*"} {
+			iter := rdb.Scan(ctx, 0, match, 500).Iterator()
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				t.Errorf("scan test keys: %v", err)
+				return
+			}
 		}
 		if len(keys) > 0 {
 			if err := rdb.Del(ctx, keys...).Err(); err != nil {
