@@ -80,14 +80,11 @@ func EnsureTopics(ctx context.Context, brokers []string, t Topics) error {
 	// sarama's admin takes no context, and against a broker that accepts connections but
 	// never answers each request waits out a read timeout, retried: a process told to stop
 	// while starting does not wait for it (the admin is left to time out).
-	done := make(chan error, 1)
-	go func() { done <- ensureTopics(brokers, t) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("kafka topics: %w", ctx.Err())
+	err := Await(ctx, func() error { return ensureTopics(brokers, t) })
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("kafka topics: %w", err)
 	}
+	return err
 }
 
 func ensureTopics(brokers []string, t Topics) error {

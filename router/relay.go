@@ -405,8 +405,15 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 // unacknowledged and are forwarded again (at least once; the projector applies each
 // event once).
 func (r *Relay) send(ctx context.Context, out []*sarama.ProducerMessage) error {
+	return Await(ctx, func() error { return r.producer.SendMessages(out) })
+}
+
+// Await runs f and returns its error, or ctx's once ctx ends first, leaving f running: for
+// the calls of Kafka clients that take no context (sarama's), which against a broker that
+// stopped answering wait out read timeouts, retried.
+func Await(ctx context.Context, f func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- r.producer.SendMessages(out) }()
+	go func() { done <- f() }()
 	select {
 	case err := <-done:
 		return err
@@ -415,18 +422,27 @@ func (r *Relay) send(ctx context.Context, out []*sarama.ProducerMessage) error {
 	}
 }
 
-// CloseWithin runs close and waits for it at most d; past that it returns an error and
+// AwaitStop runs f, which returns once ctx ends, and waits for it at most d after that;
+// false when it was left running.
+func AwaitStop(ctx context.Context, d time.Duration, f func()) bool {
+	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, cancel) })
+	defer stop()
+	return Await(grace, func() error { f(); return nil }) == nil
+}
+
+// CloseWithin runs close and waits for it at most d; past that it returns ErrNotClosed and
 // leaves close running: a client whose broker stopped answering must not keep a stopping
 // process.
 func CloseWithin(d time.Duration, what string, close func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- close() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	err := Await(ctx, close)
+	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w within %s", what, ErrNotClosed, d)
 	}
+	return err
 }
 
 // ErrNotClosed is CloseWithin's error when close did not end in time.

@@ -148,9 +148,7 @@ func (s *WindowSubscriber) Subscribe(ctx context.Context, topic string) (<-chan 
 // that stopped answering would keep a stopping process (offsets not committed are read
 // again and found applied).
 func (s *WindowSubscriber) consume(ctx context.Context, group sarama.ConsumerGroup, topic string, h *windowHandler, fields watermill.LogFields) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	run := func() {
 		errsDone := make(chan struct{})
 		go func() {
 			defer close(errsDone)
@@ -171,15 +169,8 @@ func (s *WindowSubscriber) consume(ctx context.Context, group sarama.ConsumerGro
 			s.logger.Info("Kafka consumer group closed with an error", fields.Add(watermill.LogFields{"err": err.Error()}))
 		}
 		<-errsDone
-	}()
-	select {
-	case <-done:
-		return
-	case <-ctx.Done():
 	}
-	select {
-	case <-done:
-	case <-time.After(closeTimeout):
+	if !AwaitStop(ctx, closeTimeout, run) {
 		s.logger.Info("Kafka consumer group not closed in time; left behind", fields.Add(watermill.LogFields{"after": closeTimeout.String()}))
 	}
 }

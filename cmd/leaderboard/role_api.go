@@ -41,9 +41,9 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe)}, reads, d.reg)
 	g.Go(func() error {
 		// Its Kafka subscribers' close waits for a broker that stopped answering: bounded.
-		untilDoneOr(ctx, notifierCloseTimeout, func() { runNotifier(ctx, d, hub) }, func() {
+		if !router.AwaitStop(ctx, notifierCloseTimeout, func() { runNotifier(ctx, d, hub) }) {
 			d.logger.Warn("realtime notifier not stopped in time; left behind", "after", notifierCloseTimeout)
-		})
+		}
 		return nil
 	})
 	g.Go(func() error { lbhttp.WatchSeasons(ctx, periods, hub, time.Second); return nil })
@@ -83,26 +83,6 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 
 // notifierCloseTimeout bounds the notifier's stop once ctx ended.
 const notifierCloseTimeout = 5 * time.Second
-
-// untilDoneOr runs f and returns when it does, or late (then calling late) once ctx has
-// been done for d, leaving f running.
-func untilDoneOr(ctx context.Context, d time.Duration, f func(), late func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-		return
-	case <-ctx.Done():
-	}
-	select {
-	case <-done:
-	case <-time.After(d):
-		late()
-	}
-}
 
 // runNotifier feeds the hub from Kafka's notification topics until ctx ends, starting its
 // router again a second after it could not start (Kafka unreachable when the process
