@@ -3,7 +3,7 @@
 # to a throwaway copy of this tree, runs the tests, and reports whether they caught it
 # (a failing test run). The working tree is never touched.
 #
-#   bash scripts/mutate.sh              # every mutation, whole suite (no -race), ~1 min each
+#   bash scripts/mutate.sh              # every mutation, whole suite (no -race), minutes each
 #   bash scripts/mutate.sh 3 7          # mutations 3 and 7 only
 #   MUTATE_TEST="./storage/..." bash scripts/mutate.sh 1   # a narrower go test target
 #
