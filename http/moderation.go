@@ -385,8 +385,8 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 	if r.URL.Query().Get("wait") == "true" {
 		var period string
 		if s.poll(r.Context(), func(ctx context.Context) bool {
-			p, _, ok, err := s.Requests.AppliedIn(ctx, msg.UserID, msg.EventID, msg.Board)
-			period = p
+			a, ok, err := s.Requests.AppliedIn(ctx, msg.UserID, msg.EventID, msg.Board)
+			period = a.Period
 			return err == nil && ok
 		}) {
 			encode(w, http.StatusOK, map[string]any{"status": "applied", "event_id": msg.EventID, "board": msg.Board, "period": period, "user_id": msg.UserID})

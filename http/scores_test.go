@@ -26,8 +26,8 @@ func (appliedLog) IsApplied(context.Context, string, string) (bool, error) { ret
 func (appliedLog) Pending(context.Context, string, string, string, string) (bool, error) {
 	return false, nil
 }
-func (appliedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {
-	return "all_time", 0, true, nil
+func (appliedLog) AppliedIn(context.Context, string, string, string) (storage.Applied, bool, error) {
+	return storage.Applied{Period: "all_time"}, true, nil
 }
 
 // versionedLog says every event is applied, with the user's entry at version in PostgreSQL.
@@ -36,8 +36,8 @@ type versionedLog struct {
 	version int64
 }
 
-func (l versionedLog) AppliedIn(context.Context, string, string, string) (string, int64, bool, error) {
-	return "all_time", l.version, true, nil
+func (l versionedLog) AppliedIn(context.Context, string, string, string) (storage.Applied, bool, error) {
+	return storage.Applied{Period: "all_time", Version: l.version}, true, nil
 }
 
 // staleVersionMirror is Redis showing the user's previous increment, accepted in the same

@@ -37,9 +37,10 @@ type RequestLog interface {
 	// still on its way to the board period, whose hold the projector will take out.
 	Pending(ctx context.Context, userID, eventID, board, period string) (bool, error)
 	// AppliedIn tells whether the event was applied to the board, the period it was
-	// applied to (the one it was accepted for), and the version of the user's entry there
-	// in PostgreSQL (0 when none).
-	AppliedIn(ctx context.Context, userID, eventID, board string) (period string, version int64, applied bool, err error)
+	// applied to (the one it was accepted for), the version of the user's entry there in
+	// PostgreSQL (0 when none), and whether it was applied before its event id's row in the
+	// request log was written (a retry accepted again after the event id's retention).
+	AppliedIn(ctx context.Context, userID, eventID, board string) (storage.Applied, bool, error)
 }
 
 // ValueReads reads an entry's value from Redis without waiting for it (storage.ValueReader):
@@ -258,11 +259,13 @@ func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted
 // write was accepted for, which a retry after a reset does not resolve to.
 func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (storage.Entry, string, bool) {
 	delay := 5 * time.Millisecond
-	retry := res.Outcome == storage.Duplicate
 	for {
-		if period, version, ok, err := s.requests.AppliedIn(ctx, w.UserID, w.EventID, w.Board.Key()); err == nil && ok {
-			if cur, err := s.reads.fast(ctx, w.Board, period, w.UserID); err == nil && cur.Version >= version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
-				return cur, period, true
+		if a, ok, err := s.requests.AppliedIn(ctx, w.UserID, w.EventID, w.Board.Key()); err == nil && ok {
+			// A retry, also one accepted again after its event id's retention, was applied
+			// before: the entry need not have changed since its acceptance.
+			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance
+			if cur, err := s.reads.fast(ctx, w.Board, a.Period, w.UserID); err == nil && cur.Version >= a.Version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
+				return cur, a.Period, true
 			}
 		}
 		select {

@@ -126,14 +126,14 @@ func TestProjectionApplyNewEvent(t *testing.T) {
 		t.Errorf("IsApplied(ev-unknown) = %v, %v; want false", applied, err)
 	}
 	mustApply(t, p, bestEvent("ev-2", "alice", 130, at(2)))
-	period, version, applied, err := requests.AppliedIn(testContext(t), "alice", "ev-1", "global")
-	if err != nil || !applied || version != 2 || period != "all_time" {
-		t.Errorf("AppliedIn(alice, ev-1, global) after a second event = %q, %d, %v, %v; want all_time, the entry's version now (2)", period, version, applied, err)
+	a, applied, err := requests.AppliedIn(testContext(t), "alice", "ev-1", "global")
+	if err != nil || !applied || a.Version != 2 || a.Period != "all_time" || a.BeforeAcceptance {
+		t.Errorf("AppliedIn(alice, ev-1, global) after a second event = %+v, %v, %v; want all_time, the entry's version now (2), applied after no acceptance", a, applied, err)
 	}
-	if _, _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-unknown", "global"); err != nil || applied {
+	if _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-unknown", "global"); err != nil || applied {
 		t.Errorf("AppliedIn(ev-unknown) = %v, %v; want not applied", applied, err)
 	}
-	if _, _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-1", "points"); err != nil || applied {
+	if _, applied, err = requests.AppliedIn(testContext(t), "alice", "ev-1", "points"); err != nil || applied {
 		t.Errorf("AppliedIn on a board the event was not applied to = %v, %v; want not applied", applied, err)
 	}
 	var nick string

@@ -271,24 +271,40 @@ func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (boo
 	return ok, unavailable("is applied", err)
 }
 
+// Applied is where and how an event was applied (RequestLog.AppliedIn).
+type Applied struct {
+	// Period is the one the event was applied to: the one it was accepted for.
+	Period string
+	// Version is the user's entry's version there now (0 when there is none).
+	Version int64
+	// BeforeAcceptance: the event was applied before the request log's row of its event id
+	// was written, so that row is of a retry accepted again after the event id's retention,
+	// which the projector skips (the history outlives the request log).
+	BeforeAcceptance bool
+}
+
 // AppliedIn reports whether a user's event has been applied to a board and, if so, the
 // period it was applied to and the version of the user's entry there now (0 when there is
 // none). The period is the one the event was accepted for: a retry after a reset asks for
 // the event of the period before (the request log's event ids outlive a period). The
 // projector writes an event's history row and its entry in one transaction, so once the
 // event is applied the entry's version is at least the one that event gave it: a mirror
-// that shows that version or a newer one shows the event.
-func (r *RequestLog) AppliedIn(ctx context.Context, userID, eventID, board string) (period string, version int64, applied bool, err error) {
-	err = r.pool.QueryRow(ctx, `
-		SELECT h.period, coalesce((SELECT e.version FROM board_entries e WHERE e.board_id = h.board_id AND e.period = h.period AND e.user_id = h.user_id), 0)
+// that shows that version or a newer one shows the event. Both times compared are
+// PostgreSQL's: an event is applied in a transaction that starts after its acceptance
+// committed.
+func (r *RequestLog) AppliedIn(ctx context.Context, userID, eventID, board string) (Applied, bool, error) {
+	var a Applied
+	err := r.pool.QueryRow(ctx, `
+		SELECT h.period, coalesce((SELECT e.version FROM board_entries e WHERE e.board_id = h.board_id AND e.period = h.period AND e.user_id = h.user_id), 0),
+			coalesce(h.applied_at < (SELECT q.accepted_at FROM score_requests q WHERE q.user_id = h.user_id AND q.event_id = h.event_id), false)
 		FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2 AND h.board_id = $3
 		ORDER BY h.applied_at DESC LIMIT 1`,
-		userID, eventID, board).Scan(&period, &version)
+		userID, eventID, board).Scan(&a.Period, &a.Version, &a.BeforeAcceptance)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, false, nil
+		return Applied{}, false, nil
 	}
 	if err != nil {
-		return "", 0, false, unavailable("applied version", err)
+		return Applied{}, false, unavailable("applied version", err)
 	}
-	return period, version, true, nil
+	return a, true, nil
 }

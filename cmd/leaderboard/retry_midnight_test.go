@@ -1,12 +1,15 @@
 package main
 
 import (
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openleaderboard/leaderboard/storage"
 )
 
 // TestAdjustRetriedAfterMidnight: an admin adjusts a daily entry without naming the
@@ -162,5 +165,46 @@ func TestUnchangedWriteRetriedAfterANewSeason(t *testing.T) {
 	retry := svc.do(t, http.MethodPost, "/v1/boards/ranked/scores", alice, body)
 	if retry.status != 200 || retry.body["status"] != "unchanged" || retry.body["period"] != "1" || num(retry.body["score"]) != 50 {
 		t.Errorf("the unchanged write retried after a new season: %d %s, want it answered as the first time: %s", retry.status, retry.raw, first.raw)
+	}
+}
+
+// TestWaitedRetryAfterTheEventIDsRetention: an increment applied with ?wait=true and
+// retried (same event id, same body, ?wait=true) after LEADERBOARD_EVENT_ID_RETENTION took
+// its event id out of the request log, while the history still holds it. The API accepts
+// the retry as new and the projector skips it (the history says it was applied), so it is
+// answered as the first time: 200 applied with the entry as it is, the delta counted once.
+// The wait looked for an entry updated at or after the retry's acceptance, which never
+// came, and answered 202 after LEADERBOARD_WAIT_TIMEOUT.
+func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.startWith(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "4s"}, nil)
+	srv := mintToken(t, "gs", "server")
+	body := `{"user_id": "ret", "delta": 5, "event_id": "ret-1", "timestamp": "` + time.Now().UTC().Format(time.RFC3339) + `"}`
+	first := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body)
+	if first.status != 200 || num(first.body["score"]) != 5 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	// Eight days later by the request log: one retention pass with the default retentions.
+	ctx := t.Context()
+	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
+		t.Fatal(err)
+	}
+	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
+		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
+	if _, err := r.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.count(`SELECT count(*) FROM score_requests WHERE event_id = 'ret-1'`); n != 0 {
+		t.Fatalf("the request log still holds the event id after the retention pass")
+	}
+	start := time.Now()
+	retry := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body)
+	if retry.status != 200 || retry.body["status"] != "applied" || num(retry.body["score"]) != 5 || retry.body["processed_event_id"] != "ret-1" {
+		t.Errorf("the retry after the event id's retention: %d %s after %s, want 200 applied with score 5 as the first time: %s",
+			retry.status, retry.raw, time.Since(start).Round(time.Millisecond), first.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'ret' AND event_id = 'ret-1'`); n != 1 {
+		t.Errorf("the increment is %d times in the history, want once", n)
 	}
 }
