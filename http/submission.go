@@ -262,8 +262,10 @@ func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (s
 	for {
 		if a, ok, err := s.requests.AppliedIn(ctx, w.UserID, w.EventID, w.Board.Key()); err == nil && ok {
 			// A retry, also one accepted again after its event id's retention, was applied
-			// before: the entry need not have changed since its acceptance.
-			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance
+			// before: the entry need not have changed since its acceptance. (A write of
+			// another value that reuses a forgotten event id is skipped too, never applied:
+			// it is not answered applied.)
+			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance && a.Value == w.Value
 			if cur, err := s.reads.fast(ctx, w.Board, a.Period, w.UserID); err == nil && cur.Version >= a.Version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
 				return cur, a.Period, true
 			}

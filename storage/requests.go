@@ -281,6 +281,8 @@ type Applied struct {
 	// was written, so that row is of a retry accepted again after the event id's retention,
 	// which the projector skips (the history outlives the request log).
 	BeforeAcceptance bool
+	// Value is the value (a delta on an increment board) the event was applied with.
+	Value int64
 }
 
 // AppliedIn reports whether a user's event has been applied to a board and, if so, the
@@ -296,10 +298,11 @@ func (r *RequestLog) AppliedIn(ctx context.Context, userID, eventID, board strin
 	var a Applied
 	err := r.pool.QueryRow(ctx, `
 		SELECT h.period, coalesce((SELECT e.version FROM board_entries e WHERE e.board_id = h.board_id AND e.period = h.period AND e.user_id = h.user_id), 0),
-			coalesce(h.applied_at < (SELECT q.accepted_at FROM score_requests q WHERE q.user_id = h.user_id AND q.event_id = h.event_id), false)
+			coalesce(h.applied_at < (SELECT q.accepted_at FROM score_requests q WHERE q.user_id = h.user_id AND q.event_id = h.event_id), false),
+			h.value
 		FROM score_history h WHERE h.user_id = $1 AND h.event_id = $2 AND h.board_id = $3
 		ORDER BY h.applied_at DESC LIMIT 1`,
-		userID, eventID, board).Scan(&a.Period, &a.Version, &a.BeforeAcceptance)
+		userID, eventID, board).Scan(&a.Period, &a.Version, &a.BeforeAcceptance, &a.Value)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Applied{}, false, nil
 	}

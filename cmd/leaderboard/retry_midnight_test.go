@@ -187,17 +187,21 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	}
 	// Eight days later by the request log: one retention pass with the default retentions.
 	ctx := t.Context()
-	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
-		t.Fatal(err)
-	}
 	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
 		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
-	if _, err := r.Prune(ctx); err != nil {
-		t.Fatal(err)
+	forget := func() {
+		t.Helper()
+		if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Prune(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := env.count(`SELECT count(*) FROM score_requests WHERE event_id = 'ret-1'`); n != 0 {
+			t.Fatalf("the request log still holds the event id after the retention pass")
+		}
 	}
-	if n := env.count(`SELECT count(*) FROM score_requests WHERE event_id = 'ret-1'`); n != 0 {
-		t.Fatalf("the request log still holds the event id after the retention pass")
-	}
+	forget()
 	start := time.Now()
 	retry := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body)
 	if retry.status != 200 || retry.body["status"] != "applied" || num(retry.body["score"]) != 5 || retry.body["processed_event_id"] != "ret-1" {
@@ -206,5 +210,15 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	}
 	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'ret' AND event_id = 'ret-1'`); n != 1 {
 		t.Errorf("the increment is %d times in the history, want once", n)
+	}
+	// Another delta under the event id forgotten again is skipped too: it must not be
+	// answered applied.
+	forget()
+	other := strings.Replace(body, `"delta": 5`, `"delta": 9`, 1)
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, other); r.status == 200 {
+		t.Errorf("another delta under the forgotten event id: %d %s, want it not answered applied (the projector skips it)", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'ret' AND value = 5`); n != 1 {
+		t.Errorf("the history holds %d rows of the first delta, want 1", n)
 	}
 }
