@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // DevJWTSecret is the documented development secret used when LEADERBOARD_JWT_SECRET
@@ -22,6 +23,10 @@ const DevJWTSecret = "leaderboard-dev-secret-change-me"
 // MinJWTSecretBytes is the shortest LEADERBOARD_JWT_SECRET accepted (HS256 wants a key at
 // least as long as its 32-byte output).
 const MinJWTSecretBytes = 32
+
+// RealtimeAudience is the aud of the short-lived tokens browsers put in a stream's URL
+// (GET /v1/realtime/token): such a token opens streams and nothing else.
+const RealtimeAudience = "realtime"
 
 // Role names accepted in LEADERBOARD_ROLES.
 const (
@@ -62,8 +67,11 @@ type Config struct {
 	JWTSecret    string
 	// JWTMaxTTL is the longest lifetime a bearer token may have (from iat, or from now).
 	JWTMaxTTL time.Duration
-	Roles     map[string]bool
-	Timezone  *time.Location
+	// JWTAudience, when set, is the audience a bearer token's aud must name: a token signed
+	// with a secret other services share, for one of them, is refused here.
+	JWTAudience string
+	Roles       map[string]bool
+	Timezone    *time.Location
 	// TopN is how many entries the cached top of each board holds.
 	TopN     int
 	LogLevel string
@@ -309,6 +317,13 @@ func Load(getenv func(string) string) (Config, error) {
 	c.SSEHeartbeat = durationVar("LEADERBOARD_SSE_HEARTBEAT", 15*time.Second, 100*time.Millisecond, 15*time.Second)
 	c.WaitTimeout = durationVar("LEADERBOARD_WAIT_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute)
 	c.JWTMaxTTL = durationVar("LEADERBOARD_JWT_MAX_TTL", 24*time.Hour, time.Minute, 30*24*time.Hour)
+	c.JWTAudience = get("LEADERBOARD_JWT_AUDIENCE", "")
+	switch {
+	case c.JWTAudience == RealtimeAudience:
+		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_AUDIENCE=%s: the audience of the service's own realtime tokens, which open streams only", RealtimeAudience))
+	case len(c.JWTAudience) > 200 || strings.ContainsFunc(c.JWTAudience, unicode.IsControl):
+		errs = append(errs, fmt.Errorf("LEADERBOARD_JWT_AUDIENCE: at most 200 bytes, without control characters"))
+	}
 	c.ProjectorStuckAfter = durationVar("LEADERBOARD_PROJECTOR_STUCK_AFTER", time.Minute, time.Second, time.Hour)
 	c.RedisTimeout = durationVar("LEADERBOARD_REDIS_TIMEOUT", 300*time.Millisecond, 10*time.Millisecond, 10*time.Second)
 	c.RelayPollInterval = durationVar("LEADERBOARD_RELAY_POLL_INTERVAL", 20*time.Millisecond, time.Millisecond, 10*time.Second)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 )
 
@@ -37,7 +38,7 @@ const clockSkew = 30 * time.Second
 
 // realtimeAudience marks the short-lived tokens browsers put in the stream URL. Such a
 // token opens streams and nothing else.
-const realtimeAudience = "realtime"
+const realtimeAudience = configs.RealtimeAudience
 
 // errRealtimeToken refuses a realtime token where a bearer token is required.
 var errRealtimeToken = errors.New("a realtime token only opens streams")
@@ -46,7 +47,9 @@ var errRealtimeToken = errors.New("a realtime token only opens streams")
 type tokens struct {
 	secret []byte
 	maxTTL time.Duration
-	now    func() time.Time
+	// audience, when set, is what a bearer token's aud must name (LEADERBOARD_JWT_AUDIENCE).
+	audience string
+	now      func() time.Time
 	// verified remembers bearer tokens that passed every check (nil: none): a client sends
 	// the same token with every request, and verifying it again costs more than the rest
 	// of a read. Only the checks that depend on the time are made again.
@@ -134,7 +137,11 @@ func (k tokens) bearer(raw string) (*Claims, error) {
 		}
 		return c, nil
 	}
-	c, err := k.parse(raw)
+	var opts []jwt.ParserOption
+	if k.audience != "" {
+		opts = append(opts, jwt.WithAudience(k.audience))
+	}
+	c, err := k.parse(raw, opts...)
 	if err != nil {
 		return nil, err
 	}

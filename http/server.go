@@ -78,7 +78,7 @@ func NewServer(d Deps) http.Handler {
 	d.Realtime.setDefaults()
 	s := &server{
 		Deps: d, metrics: newHTTPMetrics(d.Registry), failures: newFailLog(d.Logger),
-		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, now: time.Now, verified: newTokenCache(25_000)},
+		tokens:      tokens{secret: []byte(d.Config.JWTSecret), maxTTL: d.Config.JWTMaxTTL, audience: d.Config.JWTAudience, now: time.Now, verified: newTokenCache(25_000)},
 		cursors:     newCursors(d.Config.JWTSecret),
 		submissions: submission{reads: d.Reads, value: d.Values, periods: d.Periods, commands: d.Commands, requests: d.Requests, now: d.Now},
 	}

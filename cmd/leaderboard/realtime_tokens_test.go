@@ -9,6 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/openleaderboard/leaderboard/configs"
 	lbhttp "github.com/openleaderboard/leaderboard/http"
 )
 
@@ -115,5 +116,55 @@ func TestRealtimeTokenIsNotCacheable(t *testing.T) {
 	}
 	if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
 		t.Errorf("GET /v1/realtime/token: Cache-Control %q, want no-store (the body is a credential)", cc)
+	}
+}
+
+// TestJWTAudience: with LEADERBOARD_JWT_AUDIENCE set, a bearer token is taken only when its
+// aud names that audience, so a token another service that shares the secret was given is
+// refused here; the service's own realtime tokens still open streams, and `leaderboard
+// token` signs tokens the service takes.
+func TestJWTAudience(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_JWT_AUDIENCE": "lb-test"})
+	withAud := func(sub string, aud ...string) string {
+		c := shortClaims(sub, time.Hour)
+		c.Audience = aud
+		return signToken(t, c)
+	}
+	for name, tok := range map[string]string{
+		"no aud":                    withAud("a1"),
+		"another service's aud":     withAud("a2", "billing"),
+		"the realtime aud":          withAud("a3", "realtime"),
+		"an aud that only contains": withAud("a4", "lb-test-2"),
+	} {
+		if r := svc.do(t, http.MethodGet, "/v1/leaderboard/top", tok, ""); r.status != 401 {
+			t.Errorf("a bearer token with %s: %d %s, want 401", name, r.status, r.raw)
+		}
+	}
+	good := withAud("alice", "billing", "lb-test")
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/top", good, ""); r.status != 200 {
+		t.Fatalf("a bearer token whose aud names lb-test: %d %s, want 200", r.status, r.raw)
+	}
+	if _, status := svc.stream(t, "board=global&token="+svc.realtimeToken(t, good), ""); status != 200 {
+		t.Errorf("stream with the service's own realtime token: %d, want 200", status)
+	}
+	cfg, err := configs.Load(func(k string) string {
+		return map[string]string{"LEADERBOARD_JWT_SECRET": testSecret, "LEADERBOARD_JWT_AUDIENCE": "lb-test"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := token(cfg, []string{"-sub", "cli-user"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/top", strings.TrimSpace(out.String()), ""); r.status != 200 {
+		t.Errorf("a token from `leaderboard token`: %d %s, want 200", r.status, r.raw)
+	}
+	if _, err := configs.Load(func(k string) string {
+		return map[string]string{"LEADERBOARD_JWT_AUDIENCE": "realtime"}[k]
+	}); err == nil || !strings.Contains(err.Error(), "LEADERBOARD_JWT_AUDIENCE") {
+		t.Errorf("LEADERBOARD_JWT_AUDIENCE=realtime: %v, want refused (the realtime tokens' own audience)", err)
 	}
 }

@@ -57,6 +57,9 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 		// and the audit trail would name a player as the actor.
 		return fmt.Errorf("token: -roles needs -sub naming the token's holder (for example -sub ops or -sub game-server-1)")
 	}
+	if cfg.JWTAudience != "" {
+		claims.Audience = jwt.ClaimStrings{cfg.JWTAudience}
+	}
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.JWTSecret))
 	if err != nil {
 		return fmt.Errorf("token: %w", err)

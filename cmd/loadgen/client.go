@@ -32,15 +32,24 @@ type api struct {
 	raw *rawPoster
 }
 
+// withAudience adds the aud the service requires (LEADERBOARD_JWT_AUDIENCE, when set) to
+// claims.
+func withAudience(claims jwt.MapClaims) jwt.MapClaims {
+	if aud := strings.TrimSpace(os.Getenv("LEADERBOARD_JWT_AUDIENCE")); aud != "" {
+		claims["aud"] = aud
+	}
+	return claims
+}
+
 // mintToken signs a token for the loadgen with the given roles, valid for 24 h.
 func mintToken(secret string, roles ...string) (string, error) {
-	claims := jwt.MapClaims{
+	claims := withAudience(jwt.MapClaims{
 		"sub":   "loadgen",
 		"name":  "loadgen",
 		"roles": roles,
 		"iat":   time.Now().Unix(),
 		"exp":   time.Now().Add(24 * time.Hour).Unix(),
-	}
+	})
 	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
@@ -94,7 +103,7 @@ func (p *playerTokens) auth(user string) (string, error) {
 	// Signed outside the lock; two goroutines minting for one user at once both get a
 	// valid token (the bench holds a user in one goroutine at a time anyway).
 	exp := now.Add(p.ttl)
-	claims := jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": exp.Unix()}
+	claims := withAudience(jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": exp.Unix()})
 	raw, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(p.secret)
 	if err != nil {
 		return "", fmt.Errorf("sign player token: %w", err)

@@ -41,7 +41,7 @@ func (f *fanout) ramp(ctx context.Context) {
 		s := &stream{user: user, target: urls[i%len(urls)]}
 		s.last.Store(-1)
 		f.streams[i] = s
-		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": user, "exp": exp}).SignedString(secret)
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, withAudience(jwt.MapClaims{"sub": user, "exp": exp})).SignedString(secret)
 		if err != nil {
 			s.fail("token", err.Error())
 			continue
