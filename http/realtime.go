@@ -137,9 +137,15 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 				return p
 			}
 		}
+		// The stream ends when its token does (with the clock skew tokens are checked
+		// with): the client reconnects with a new one, as live.js does.
+		var until time.Time
+		if claims.ExpiresAt != nil {
+			until = claims.ExpiresAt.Add(clockSkew)
+		}
 		failed := false
 		defer func() { sub.Close(failed) }()
-		failed = !s.writeStream(w, r, sub, current, b)
+		failed = !s.writeStream(w, r, sub, current, b, until)
 	}
 }
 
@@ -149,10 +155,11 @@ func streamHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Accel-Buffering", "no")
 }
 
-// writeStream writes the subscription's frames as SSE until the client leaves or the hub
-// ends the stream, with a comment line every heartbeat; false when a write failed. When
+// writeStream writes the subscription's frames as SSE until the client leaves, the hub
+// ends the stream or, by the tokens' clock, until passes (checked at least every
+// heartbeat), with a comment line every heartbeat; false when a write failed. When
 // current is set, the stream moves to the board's new period at each reset.
-func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription, current func(at time.Time) string, b configs.Board) bool {
+func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscription, current func(at time.Time) string, b configs.Board, until time.Time) bool {
 	rc := http.NewResponseController(w)
 	// The deadline would outlive the stream on a kept-alive connection.
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
@@ -167,6 +174,9 @@ func (s *server) writeStream(w http.ResponseWriter, r *http.Request, sub *Subscr
 	// but the client has nothing of it yet: the read is tried again, backing off.
 	moveFailed, backoff := false, s.Realtime.MoveRetry
 	for {
+		if !until.IsZero() && s.tokens.now().After(until) {
+			return true
+		}
 		if current != nil {
 			now := s.Periods.Now() // the period and its reset of one instant
 			if p := current(now); p != sub.Period() || moveFailed && again == nil {
