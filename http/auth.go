@@ -152,9 +152,18 @@ func (k tokens) bearer(raw string) (*Claims, error) {
 	return c, nil
 }
 
-// realtime verifies a realtime token (from a stream URL).
+// realtime verifies a realtime token (from a stream URL). With an audience configured it
+// must name that one too, as the service's own do: another deployment that shares the
+// secret signs realtime tokens without it.
 func (k tokens) realtime(raw string) (*Claims, error) {
-	return k.parse(raw, jwt.WithAudience(realtimeAudience))
+	c, err := k.parse(raw, jwt.WithAudience(realtimeAudience))
+	if err != nil {
+		return nil, err
+	}
+	if k.audience != "" && !slices.Contains(c.Audience, k.audience) {
+		return nil, fmt.Errorf("a realtime token without the audience %q", k.audience)
+	}
+	return c, nil
 }
 
 // signRealtime signs a realtime token for a user, valid for ttl but never longer than the
@@ -167,8 +176,12 @@ func (k tokens) signRealtime(sub, name string, ttl time.Duration, until time.Tim
 		exp = until
 	}
 	exp = exp.UTC().Truncate(time.Second)
+	aud := jwt.ClaimStrings{realtimeAudience}
+	if k.audience != "" {
+		aud = append(aud, k.audience)
+	}
 	claims := Claims{
-		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, Audience: jwt.ClaimStrings{realtimeAudience}, ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now)},
+		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, Audience: aud, ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now)},
 		Name:             name,
 	}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(k.secret)

@@ -261,11 +261,15 @@ func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (s
 	delay := 5 * time.Millisecond
 	for {
 		if a, ok, err := s.requests.AppliedIn(ctx, w.UserID, w.EventID, w.Board.Key()); err == nil && ok {
+			if a.BeforeAcceptance && a.Value != w.Value {
+				// Another value under an event id the request log forgot: the projector
+				// skips it (the history holds the event id), so it is never applied, and
+				// no later write of the user's makes it so.
+				return storage.Entry{}, "", false
+			}
 			// A retry, also one accepted again after its event id's retention, was applied
-			// before: the entry need not have changed since its acceptance. (A write of
-			// another value that reuses a forgotten event id is skipped too, never applied:
-			// it is not answered applied.)
-			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance && a.Value == w.Value
+			// before: the entry need not have changed since its acceptance.
+			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance
 			if cur, err := s.reads.fast(ctx, w.Board, a.Period, w.UserID); err == nil && cur.Version >= a.Version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
 				return cur, a.Period, true
 			}

@@ -149,6 +149,10 @@ func TestJWTAudience(t *testing.T) {
 	if _, status := svc.stream(t, "board=global&token="+svc.realtimeToken(t, good), ""); status != 200 {
 		t.Errorf("stream with the service's own realtime token: %d, want 200", status)
 	}
+	// A realtime token of another deployment that shares the secret names only "realtime".
+	if _, status := svc.stream(t, "board=global&token="+withAud("alice", "realtime"), ""); status != 401 {
+		t.Errorf("stream with a realtime token without the audience lb-test: %d, want 401", status)
+	}
 	cfg, err := configs.Load(func(k string) string {
 		return map[string]string{"LEADERBOARD_JWT_SECRET": testSecret, "LEADERBOARD_JWT_AUDIENCE": "lb-test"}[k]
 	})

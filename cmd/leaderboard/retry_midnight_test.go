@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -218,7 +219,87 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, other); r.status == 200 {
 		t.Errorf("another delta under the forgotten event id: %d %s, want it not answered applied (the projector skips it)", r.status, r.raw)
 	}
-	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'ret' AND value = 5`); n != 1 {
-		t.Errorf("the history holds %d rows of the first delta, want 1", n)
+	// Nor is its retry, which the request log now answers as a duplicate.
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, other); r.status == 200 {
+		t.Errorf("the retry of the skipped delta: %d %s, want it not answered applied (the delta of 9 was never applied)", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'ret'`); n != 1 {
+		t.Errorf("the history holds %d rows of the user, want the first delta's only", n)
+	}
+}
+
+// TestSkippedWriteIsNotAppliedByTheUsersNextWrite: another delta under a forgotten event
+// id (skipped by the projector) waits with ?wait=true while the user's next increment (a
+// new event id) is applied. The skipped write must not be answered applied: the wait took
+// the entry's update after the acceptance for it.
+func TestSkippedWriteIsNotAppliedByTheUsersNextWrite(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.startWith(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "3s"}, nil)
+	srv := mintToken(t, "gs", "server")
+	now := time.Now().UTC().Format(time.RFC3339)
+	body := `{"user_id": "ret", "delta": 5, "event_id": "ret-1", "timestamp": "` + now + `"}`
+	if first := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body); first.status != 200 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	ctx := t.Context()
+	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
+		t.Fatal(err)
+	}
+	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
+		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
+	if _, err := r.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(body, `"delta": 5`, `"delta": 9`, 1)
+	done := make(chan response, 1)
+	go func() { // not svc.do: no t.Fatal off the test's goroutine
+		req, _ := http.NewRequest(http.MethodPost, svc.base+"/v1/scores/increment?wait=true", strings.NewReader(other))
+		req.Header.Set("Authorization", "Bearer "+srv)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- response{raw: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		done <- response{status: resp.StatusCode, raw: string(raw)}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	next := `{"user_id": "ret", "delta": 1, "event_id": "ret-2", "timestamp": "` + now + `"}`
+	if n := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, next); n.status != 200 || num(n.body["score"]) != 6 {
+		t.Fatalf("next: %d %s", n.status, n.raw)
+	}
+	if got := <-done; got.status == 200 {
+		t.Errorf("the skipped delta of 9: %d %s, want it not answered applied", got.status, got.raw)
+	}
+}
+
+// TestBestRetryAfterTheEventIDsRetention: on a best board, the same score sent again after
+// its event id's retention does not beat the entry it made: it is answered 200 unchanged,
+// as any such write, and changes nothing (README, Retention).
+func TestBestRetryAfterTheEventIDsRetention(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.startWith(nil, nil)
+	bob := mintToken(t, "bob")
+	body := `{"score": 700, "event_id": "bob-1"}`
+	if first := svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, body); first.status != 200 || first.body["status"] != "applied" {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	ctx := t.Context()
+	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'bob-1'`); err != nil {
+		t.Fatal(err)
+	}
+	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
+		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
+	if _, err := r.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, body); r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 700 {
+		t.Errorf("the same score after its event id's retention: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'bob'`); n != 1 {
+		t.Errorf("the history holds %d rows of bob, want 1", n)
 	}
 }
