@@ -186,23 +186,7 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	if first.status != 200 || num(first.body["score"]) != 5 {
 		t.Fatalf("first: %d %s", first.status, first.raw)
 	}
-	// Eight days later by the request log: one retention pass with the default retentions.
-	ctx := t.Context()
-	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
-		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
-	forget := func() {
-		t.Helper()
-		if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Prune(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n := env.count(`SELECT count(*) FROM score_requests WHERE event_id = 'ret-1'`); n != 0 {
-			t.Fatalf("the request log still holds the event id after the retention pass")
-		}
-	}
-	forget()
+	forgetEventID(t, env, "ret-1") // eight days later by the request log
 	start := time.Now()
 	retry := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body)
 	if retry.status != 200 || retry.body["status"] != "applied" || num(retry.body["score"]) != 5 || retry.body["processed_event_id"] != "ret-1" {
@@ -214,7 +198,7 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	}
 	// Another delta under the event id forgotten again is skipped too: it must not be
 	// answered applied.
-	forget()
+	forgetEventID(t, env, "ret-1")
 	other := strings.Replace(body, `"delta": 5`, `"delta": 9`, 1)
 	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, other); r.status == 200 {
 		t.Errorf("another delta under the forgotten event id: %d %s, want it not answered applied (the projector skips it)", r.status, r.raw)
@@ -242,15 +226,7 @@ func TestSkippedWriteIsNotAppliedByTheUsersNextWrite(t *testing.T) {
 	if first := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body); first.status != 200 {
 		t.Fatalf("first: %d %s", first.status, first.raw)
 	}
-	ctx := t.Context()
-	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'ret-1'`); err != nil {
-		t.Fatal(err)
-	}
-	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
-		Interval: 10 * time.Minute}, slog.New(slog.DiscardHandler))
-	if _, err := r.Prune(ctx); err != nil {
-		t.Fatal(err)
-	}
+	forgetEventID(t, env, "ret-1")
 	other := strings.Replace(body, `"delta": 5`, `"delta": 9`, 1)
 	done := make(chan response, 1)
 	go func() { // not svc.do: no t.Fatal off the test's goroutine
@@ -287,8 +263,22 @@ func TestBestRetryAfterTheEventIDsRetention(t *testing.T) {
 	if first := svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, body); first.status != 200 || first.body["status"] != "applied" {
 		t.Fatalf("first: %d %s", first.status, first.raw)
 	}
+	forgetEventID(t, env, "bob-1")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, body); r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 700 {
+		t.Errorf("the same score after its event id's retention: %d %s, want 200 unchanged", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'bob'`); n != 1 {
+		t.Errorf("the history holds %d rows of bob, want 1", n)
+	}
+}
+
+// forgetEventID ages an event id's row in the request log past the default
+// LEADERBOARD_EVENT_ID_RETENTION (7 days) and runs one retention pass with the default
+// retentions, which takes it out; the history keeps the event (90 days).
+func forgetEventID(t *testing.T, env *testEnv, eventID string) {
+	t.Helper()
 	ctx := t.Context()
-	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = 'bob-1'`); err != nil {
+	if _, err := env.db().Exec(ctx, `UPDATE score_requests SET accepted_at = accepted_at - interval '8 days' WHERE event_id = $1`, eventID); err != nil {
 		t.Fatal(err)
 	}
 	r := storage.NewRetention(env.db(), storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 1000,
@@ -296,10 +286,7 @@ func TestBestRetryAfterTheEventIDsRetention(t *testing.T) {
 	if _, err := r.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", bob, body); r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 700 {
-		t.Errorf("the same score after its event id's retention: %d %s, want 200 unchanged", r.status, r.raw)
-	}
-	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'bob'`); n != 1 {
-		t.Errorf("the history holds %d rows of bob, want 1", n)
+	if n := env.count(`SELECT count(*) FROM score_requests WHERE event_id = $1`, eventID); n != 0 {
+		t.Fatalf("the request log still holds %s after the retention pass", eventID)
 	}
 }
