@@ -16,6 +16,8 @@
 #   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write and read benchmark
 #   BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh   # against a PostgreSQL of its own, sized for the
 #                                                  # write rate (see below; the fan-out run keeps the machine's)
+#   BENCH_THP=always BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh   # also transparent huge pages
+#                                                  # for the run (root; see below)
 #   BENCH_FANOUT_SIZES="1000 5000" bash scripts/bench.sh   # fan-out sizes (see bench-fanout.sh)
 #
 # loadgen's phases (-phases, default all, in this order; see `bin/loadgen -h`):
@@ -187,16 +189,44 @@ release() {
   rm -rf "$kafka_dir"
 }
 
+# BENCH_THP=always (or madvise, never) sets the kernel's transparent huge pages mode for the
+# run (root only) and puts the machine's back when it ends. Go's runtime does not advise its
+# heap, so under madvise (Debian's default) the service and the load generator run on 4 KB
+# pages; always took about 6 % off the CPU per score here (docs/benchmark-log.md,
+# 2026-11-27). The mode a run had is in its report's "machine:" line.
+thp_file=/sys/kernel/mm/transparent_hugepage/enabled
+thp_before=""
+restore_thp() {
+  [ -n "$thp_before" ] || return 0
+  echo "$thp_before" >"$thp_file" 2>/dev/null || echo "bench: could not put $thp_file back to $thp_before" >&2
+  thp_before=""
+}
+
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   release
   stop_pg
+  restore_thp
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+if [ -n "${BENCH_THP:-}" ]; then
+  case "$BENCH_THP" in
+  always | madvise | never) ;;
+  *)
+    echo "bench: BENCH_THP is always, madvise or never, not $BENCH_THP" >&2
+    exit 1
+    ;;
+  esac
+  before=$(sed -E 's/.*\[([a-z]+)\].*/\1/' "$thp_file")
+  echo "$BENCH_THP" >"$thp_file" || { echo "bench: BENCH_THP needs root (writing $thp_file)" >&2; exit 1; }
+  thp_before=$before
+  echo "bench: transparent huge pages $BENCH_THP for the run (the machine's: $before)"
+fi
 
 echo "bench: starting the service on $addr (redis prefix $prefix, log $results/service.log)"
 env \

@@ -96,7 +96,7 @@ type cpuReport struct {
 
 func (f *fanout) report() *fanoutReport {
 	m := &f.marks
-	r := &fanoutReport{Machine: machineCaveat, FinishedAt: time.Now().UTC(), Config: f.cfg, FileLimit: m.fileLimit}
+	r := &fanoutReport{Machine: machine(), FinishedAt: time.Now().UTC(), Config: f.cfg, FileLimit: m.fileLimit}
 	f.streamCounts(&r.Streams)
 	f.delivery(&r.Delivery)
 	if d := f.driver; d != nil {

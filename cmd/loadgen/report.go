@@ -408,7 +408,7 @@ func (b *bench) printTable() {
 	b.printNotes()
 	b.printMemory()
 	b.printCheck()
-	fmt.Fprintf(b.out, "\nmachine: %s\n", machineCaveat)
+	fmt.Fprintf(b.out, "\nmachine: %s\n", machine())
 }
 
 // printLimiterTable prints the limiter phase's settings side by side: each one's runs
@@ -650,7 +650,7 @@ func (b *bench) writeJSON(path string) error {
 		Poller     pollerStats    `json:"visibility_poller"`
 		Check      *checkReport   `json:"exactly_once,omitempty"`
 		Verdict    string         `json:"verdict"`
-	}{Machine: machineCaveat, FinishedAt: time.Now().UTC(), Poller: b.vis.stats(), Config: b.cfg, Check: b.check, Verdict: "not checked",
+	}{Machine: machine(), FinishedAt: time.Now().UTC(), Poller: b.vis.stats(), Config: b.cfg, Check: b.check, Verdict: "not checked",
 		Idle: b.idle, BigBoard: b.big, MatchMem: b.matchMem, Limiter: b.limiterReport(b.limiter),
 		Processes: procs{b.procs.servicePID, b.procs.postmasterPID, b.procs.redisPID, b.procs.dbName, b.procs.hz, b.procs.notes}}
 	for _, ph := range b.writes {
