@@ -16,8 +16,9 @@
 #   BENCH_FANOUT=0 bash scripts/bench.sh           # only the write and read benchmark
 #   BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh   # against a PostgreSQL of its own, sized for the
 #                                                  # write rate (see below; the fan-out run keeps the machine's)
-#   BENCH_THP=always BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh   # also transparent huge pages
-#                                                  # for the run (root; see below)
+#   BENCH_THP=always BENCH_HUGEPAGES=1 BENCH_PG=sized BENCH_FANOUT=0 bash scripts/bench.sh
+#                                                  # also transparent huge pages for the run, and
+#                                                  # huge pages for that PostgreSQL (root; see below)
 #   BENCH_FANOUT_SIZES="1000 5000" bash scripts/bench.sh   # fan-out sizes (see bench-fanout.sh)
 #
 # loadgen's phases (-phases, default all, in this order; see `bin/loadgen -h`):
@@ -94,14 +95,30 @@ bash scripts/services.sh
 pg_dir=""
 as_pg=()
 [ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
+# BENCH_HUGEPAGES=1 (with BENCH_PG=sized, root only) reserves the kernel's huge pages for that
+# PostgreSQL's shared memory (vm.nr_hugepages, raised by what `postgres -C
+# shared_memory_size_in_huge_pages` says) and starts it with huge_pages=on, as PostgreSQL's
+# documentation advises for a large shared_buffers; the reservation is given back when the
+# run ends. It took about a fifth off PostgreSQL's CPU per score here (docs/benchmark-log.md).
+hugepages_file=/proc/sys/vm/nr_hugepages
+hugepages_before=""
 stop_pg() {
   [ -n "$pg_dir" ] || return 0
   "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$pg_dir"
   pg_dir=""
+  if [ -n "$hugepages_before" ]; then
+    echo "$hugepages_before" >"$hugepages_file" 2>/dev/null || echo "bench: could not put $hugepages_file back to $hugepages_before" >&2
+    hugepages_before=""
+  fi
 }
 case "${BENCH_PG:-machine}" in
-machine) ;;
+machine)
+  if [ "${BENCH_HUGEPAGES:-0}" = 1 ]; then
+    echo "bench: BENCH_HUGEPAGES=1 needs BENCH_PG=sized (the machine's PostgreSQL is left as it is)" >&2
+    exit 1
+  fi
+  ;;
 sized)
   pg_bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")
   pg_port=${BENCH_PG_PORT:-5433}
@@ -112,6 +129,19 @@ sized)
   echo "bench: starting a PostgreSQL of its own ($pg_bin, port $pg_port: $pg_settings)"
   "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust >"$pg_dir/initdb.log" 2>&1 ||
     { cat "$pg_dir/initdb.log" >&2; exit 1; }
+  if [ "${BENCH_HUGEPAGES:-0}" = 1 ]; then
+    # shellcheck disable=SC2086 # the settings are options
+    need=$("${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -C shared_memory_size_in_huge_pages $pg_settings)
+    before=$(cat "$hugepages_file")
+    echo $((before + need)) >"$hugepages_file" || { echo "bench: BENCH_HUGEPAGES needs root (writing $hugepages_file)" >&2; exit 1; }
+    hugepages_before=$before
+    if [ "$(cat "$hugepages_file")" -lt $((before + need)) ]; then
+      echo "bench: the kernel reserved $(cat "$hugepages_file") huge pages of the $((before + need)) asked (memory too fragmented?)" >&2
+      exit 1
+    fi
+    pg_settings="$pg_settings -c huge_pages=on"
+    echo "bench: $need huge pages reserved for it (vm.nr_hugepages $before -> $((before + need)) for the run)"
+  fi
   # shellcheck disable=SC2086 # the settings are options
   "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
     -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 $pg_settings" start >/dev/null ||

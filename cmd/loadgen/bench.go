@@ -18,6 +18,18 @@ import (
 // machineCaveat qualifies every figure the bench prints.
 const machineCaveat = "2 cores, shared; service, PostgreSQL, Redis, broker and load generator on one machine"
 
+// postgresSettings names the PostgreSQL settings that move its CPU per score most (memory
+// and pages, WAL room, checkpoints), as the server has them; "" when it cannot say.
+func (b *bench) postgresSettings(ctx context.Context) string {
+	var out string
+	err := b.pg.QueryRow(ctx, `SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings
+		WHERE name IN ('shared_buffers', 'huge_pages', 'max_wal_size', 'checkpoint_timeout', 'autovacuum', 'synchronous_commit')`).Scan(&out)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
 // thpEnabled is where Linux says its transparent huge pages mode.
 const thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
 
@@ -129,6 +141,9 @@ func (b *bench) run(ctx context.Context) error {
 
 	fmt.Fprintf(b.out, "loadgen: target %s, %d users, redis prefix %s\n", b.cfg.Target, b.cfg.Users, b.cfg.Prefix)
 	fmt.Fprintf(b.out, "loadgen: %s\n", machine())
+	if pg := b.postgresSettings(ctx); pg != "" {
+		fmt.Fprintf(b.out, "loadgen: PostgreSQL %s\n", pg)
+	}
 	fmt.Fprintf(b.out, "loadgen: CPU by process: service pid %d, postmaster pid %d (database %s), redis pid %d, clock ticks %.0f/s\n",
 		b.procs.servicePID, b.procs.postmasterPID, b.procs.dbName, b.procs.redisPID, b.procs.hz)
 	for _, n := range b.procs.notes {
