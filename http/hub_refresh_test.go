@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -241,24 +239,8 @@ func TestStreamMovesToTheNewDayOnceRedisIsBack(t *testing.T) {
 		Realtime: RealtimeConfig{Heartbeat: 50 * time.Millisecond, MoveRetry: 100 * time.Millisecond}}}
 	s.Realtime.setDefaults()
 	s.tokens = tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: time.Now}
-	srv := httptest.NewServer(s.handleRealtimeLeaderboard())
-	defer srv.Close()
 	defer hub.Close()
-	tok, _, err := s.tokens.signRealtime("viewer", "", time.Minute, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"?board="+b.Key()+"&token="+tok, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("stream: %d", resp.StatusCode)
-	}
+	resp := openStream(t, s, b.Key())
 	var mu sync.Mutex
 	var seen []string
 	go func() {

@@ -39,23 +39,7 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 		Realtime: RealtimeConfig{Heartbeat: 50 * time.Millisecond}}}
 	s.Realtime.setDefaults()
 	s.tokens = tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: clk.now}
-	srv := httptest.NewServer(s.handleRealtimeLeaderboard())
-	defer srv.Close()
-	tok, _, err := s.tokens.signRealtime("viewer", "", time.Minute, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"?board=global&token="+tok, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("stream: %d", resp.StatusCode)
-	}
+	resp := openStream(t, s, "global")
 	ended := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -78,4 +62,28 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream lives on 31 s after its token expired")
 	}
+}
+
+// openStream serves s's realtime stream, opens it for board with a realtime token s signs
+// for "viewer", and checks that it answers 200. The stream closes when the test ends.
+func openStream(t *testing.T, s *server, board string) *http.Response {
+	t.Helper()
+	srv := httptest.NewServer(s.handleRealtimeLeaderboard())
+	t.Cleanup(srv.Close)
+	tok, _, err := s.tokens.signRealtime("viewer", "", time.Minute, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"?board="+board+"&token="+tok, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	return resp
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -179,24 +177,8 @@ func TestStreamMovesToTheNewDayAfterAFailedRead(t *testing.T) {
 		Realtime: RealtimeConfig{Heartbeat: 50 * time.Millisecond, MoveRetry: 100 * time.Millisecond}}}
 	s.Realtime.setDefaults()
 	s.tokens = tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: time.Now}
-	srv := httptest.NewServer(s.handleRealtimeLeaderboard())
-	defer srv.Close()
 	defer hub.Close()
-	tok, _, err := s.tokens.signRealtime("viewer", "", time.Minute, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"?board="+b.Key()+"&token="+tok, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("stream: %d", resp.StatusCode)
-	}
+	resp := openStream(t, s, b.Key())
 	var mu sync.Mutex
 	var periodsSeen []string
 	go func() {
