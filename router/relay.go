@@ -93,6 +93,10 @@ type Relay struct {
 	running chan struct{}
 	pace    *pacer
 	clock   clock // a shard's waits between reads (tests drive it)
+	// sending counts the sends under way, those given up on included: sarama's producer
+	// must not be closed under one (its Close closes the channel the send is still
+	// feeding, and the send panics).
+	sending sync.WaitGroup
 
 	batches  prometheus.Histogram
 	produced prometheus.Counter
@@ -175,7 +179,13 @@ func NewSyncProducer(brokers []string) (sarama.SyncProducer, error) {
 // what was acknowledged but never applied (holdShard).
 func (r *Relay) Run(ctx context.Context) error {
 	defer func() {
-		if err := CloseWithin(closeTimeout, "relay producer", r.producer.Close); err != nil {
+		// Close the producer once the sends given up on have returned; one that does not
+		// return in time keeps the producer open for the process's exit to end.
+		err := CloseWithin(closeTimeout, "relay producer's sends", func() error { r.sending.Wait(); return nil })
+		if err == nil {
+			err = CloseWithin(closeTimeout, "relay producer", r.producer.Close)
+		}
+		if err != nil {
 			r.logger.Warn("relay stopping", "err", err)
 		}
 	}()
@@ -405,7 +415,11 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 // unacknowledged and are forwarded again (at least once; the projector applies each
 // event once).
 func (r *Relay) send(ctx context.Context, out []*sarama.ProducerMessage) error {
-	return Await(ctx, func() error { return r.producer.SendMessages(out) })
+	r.sending.Add(1)
+	return Await(ctx, func() error {
+		defer r.sending.Done()
+		return r.producer.SendMessages(out)
+	})
 }
 
 // Await runs f and returns its error, or ctx's once ctx ends first, leaving f running: for
