@@ -289,7 +289,7 @@ func TestStreamMovesToTheNewDayOnceRedisIsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !waitFor(2*time.Second, "2026-01-02") {
+	if !waitFor(5*time.Second, "2026-01-02") {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Errorf("Redis was down at midnight and is back (heartbeats every 50 ms, 3 refresh rounds): the stream's snapshots are of %v; it still shows yesterday's board", seen)

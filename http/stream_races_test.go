@@ -224,9 +224,9 @@ func TestStreamMovesToTheNewDayAfterAFailedRead(t *testing.T) {
 	if err := hub.RefreshAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(2*time.Second, "2026-01-02") {
+	if !waitFor(5*time.Second, "2026-01-02") {
 		mu.Lock()
 		defer mu.Unlock()
-		t.Errorf("2 s after midnight (one failed read of the new day, every read fine since, a heartbeat every 50 ms, a refresh round) the stream's snapshots are of %v: it still shows 2026-01-01", periodsSeen)
+		t.Errorf("5 s after midnight (one failed read of the new day, every read fine since, a heartbeat every 50 ms, a refresh round) the stream's snapshots are of %v: it still shows 2026-01-01", periodsSeen)
 	}
 }

@@ -127,14 +127,7 @@ func TestRelayRewindsAShardItClaims(t *testing.T) {
 	ctx, pool, schema, broker, topics := newRelayEnv(t, "relay-rewind")
 	outbox := storage.NewOutboxMaintenance(pool, schema)
 	insert := outboxInserter(ctx, t, pool, schema)
-	position := func() (pos string) {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+
-			schema.Offsets.MessagesOffsetsTable(schema.Topic(0))+` WHERE consumer_group = $1), 'none')`, storage.RelayConsumerGroup).Scan(&pos); err != nil {
-			t.Fatal(err)
-		}
-		return pos
-	}
+	position := func() string { t.Helper(); return relayPosition(ctx, t, pool, schema) }
 	// A forwards what it reads to a broker that acknowledges and loses it.
 	a, err := outbox.Claim(ctx, 0)
 	if err != nil || a == nil {
@@ -395,6 +388,16 @@ func outboxInserter(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schem
 	}
 }
 
+// relayPosition is the relay's acknowledged position in shard 0 ("txid:offset", or "none").
+func relayPosition(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema storage.OutboxSchema) (pos string) {
+	t.Helper()
+	if err := pool.QueryRow(ctx, `SELECT coalesce((SELECT last_processed_transaction_id::text || ':' || offset_acked FROM `+
+		schema.Offsets.MessagesOffsetsTable(schema.Topic(0))+` WHERE consumer_group = $1), 'none')`, storage.RelayConsumerGroup).Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
 // runRelay runs r until the test ends and waits until it runs.
 func runRelay(ctx context.Context, t *testing.T, r *Relay) {
 	t.Helper()
@@ -474,6 +477,21 @@ func TestRelayClaimingItsShardAgainForwardsNothingAgain(t *testing.T) {
 	}
 	if got := kafkaUntil(ctx, t, broker, topics.Scores, "c"); strings.Join(got, " ") != "a b c" {
 		t.Fatalf("Kafka has %v, want [a b c]", got)
+	}
+	// The relay acknowledges c in PostgreSQL once Kafka has it: wait for that ack, or the
+	// claim below would rightly start before c and forward it again.
+	var cRow string
+	if err := pool.QueryRow(ctx, `SELECT transaction_id::text || ':' || "offset" FROM `+schema.Messages.MessagesTable(schema.Topic(0))+` WHERE uuid = 'c'`).Scan(&cRow); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		pos := relayPosition(ctx, t, pool, schema)
+		if pos == cRow {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay's position is %s 30 s after Kafka had c, want c's row %s", pos, cRow)
+		}
 	}
 	// The session holding the shard's lock goes (as PostgreSQL ends a session the network
 	// cut off); the relay claims the shard again on a new one.

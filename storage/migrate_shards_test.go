@@ -34,7 +34,7 @@ func TestMigrateWaitingOnOneShardLeavesTheOtherShardsWritable(t *testing.T) {
 
 	// Every shard as Migrate leaves it: a start does not wait for a busy shard at all.
 	busy := busyShard1()
-	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a wait on the busy shard would be for ever
 	err := storage.Migrate(mctx, pool, storage.NewOutboxSchema(), 2)
 	cancel()
 	if err != nil {
@@ -77,7 +77,7 @@ func TestMigrateWaitingOnOneShardLeavesTheOtherShardsWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a wait behind the migration would be for ever
 	defer cancel()
 	_, werr := conn.Exec(wctx, `INSERT INTO "watermill_score_commands_0" (uuid, payload, metadata, transaction_id)
 		VALUES ('e-1', '{}', '{"partition_key": "u"}', pg_current_xact_id())`)

@@ -65,19 +65,28 @@ func startRedisCluster(t *testing.T) []string {
 }
 
 // clusterPort is a free port whose cluster bus port (port + 10000) is free too and below
-// the ephemeral range.
+// the ephemeral range. The bus port is marked given, so freePort never hands it to a
+// parallel test.
 func clusterPort(t *testing.T) string {
 	t.Helper()
 	for range 100 {
 		p := freePort(t)
 		n, _ := strconv.Atoi(p)
-		if n+10000 >= 32768 {
+		bus := n + 10000
+		if bus >= 32768 {
 			continue
 		}
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", n+10000)); err == nil {
-			ln.Close()
-			return p
+		portsGiven.Lock()
+		taken := portsGiven.m[bus]
+		if !taken {
+			if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", bus)); err == nil {
+				ln.Close()
+				portsGiven.m[bus] = true
+				portsGiven.Unlock()
+				return p
+			}
 		}
+		portsGiven.Unlock()
 	}
 	t.Fatal("no free port pair for a Redis Cluster node")
 	return ""

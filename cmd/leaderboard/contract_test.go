@@ -20,7 +20,7 @@ import (
 func TestIncrementRetryWithWait(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	svc := env.start(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "3s"})
+	svc := env.start(nil)
 	alice, server := mintToken(t, "alice"), mintToken(t, "gs", "server")
 	ts := time.Now().UTC().Format(time.RFC3339)
 	inc := `{"user_id": "alice", "delta": 5, "event_id": "r5-q1", "timestamp": "` + ts + `"}`

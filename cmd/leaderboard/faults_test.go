@@ -325,7 +325,8 @@ func TestPostgresOutage(t *testing.T) {
 }
 
 // TestDegradedReadsMatchRedis: with Redis unreachable, top-N and per-user reads come from
-// PostgreSQL within a second, marked degraded, in the same order (ties included); when
+// PostgreSQL within a few seconds (a failed call and its retry of 300 ms each at most, and a
+// stall of a loaded machine: not a hang), marked degraded, in the same order (ties included); when
 // Redis is back, reads come from it again.
 func TestDegradedReadsMatchRedis(t *testing.T) {
 	t.Parallel()
@@ -364,7 +365,7 @@ func TestDegradedReadsMatchRedis(t *testing.T) {
 	px.setDown(true)
 	start := time.Now()
 	r := svc.do(t, http.MethodGet, "/v1/leaderboard/users/d-amy", tok, "")
-	if took := time.Since(start); r.status != 200 || took > time.Second || r.header.Get("X-Leaderboard-Degraded") != "redis-unavailable" {
+	if took := time.Since(start); r.status != 200 || took > 3*time.Second || r.header.Get("X-Leaderboard-Degraded") != "redis-unavailable" {
 		t.Fatalf("read with Redis down: %d in %v, header %q: %s", r.status, took, r.header.Get("X-Leaderboard-Degraded"), r.raw)
 	}
 	fromPG, pgRanks, headers := read()

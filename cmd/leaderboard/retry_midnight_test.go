@@ -58,7 +58,7 @@ func TestWriteRetriedAfterMidnightWaits(t *testing.T) {
 	env := newTestEnv(t)
 	clock := &testClock{}
 	clock.set(time.Date(2026, 5, 4, 23, 59, 50, 0, time.UTC))
-	svc := env.startWith(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "5s"}, clock.now)
+	svc := env.startWith(nil, clock.now)
 	srv := mintToken(t, "gs", "server")
 	body := `{"value": 9, "user_id": "rw", "event_id": "rw-1"}`
 	first := svc.do(t, http.MethodPost, "/v1/boards/daily/scores?wait=true", srv, body)
@@ -179,7 +179,7 @@ func TestUnchangedWriteRetriedAfterANewSeason(t *testing.T) {
 func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	svc := env.startWith(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "4s"}, nil)
+	svc := env.startWith(nil, nil)
 	srv := mintToken(t, "gs", "server")
 	body := `{"user_id": "ret", "delta": 5, "event_id": "ret-1", "timestamp": "` + time.Now().UTC().Format(time.RFC3339) + `"}`
 	first := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", srv, body)
@@ -219,7 +219,7 @@ func TestWaitedRetryAfterTheEventIDsRetention(t *testing.T) {
 func TestSkippedWriteIsNotAppliedByTheUsersNextWrite(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	svc := env.startWith(map[string]string{"LEADERBOARD_WAIT_TIMEOUT": "3s"}, nil)
+	svc := env.startWith(nil, nil)
 	srv := mintToken(t, "gs", "server")
 	now := time.Now().UTC().Format(time.RFC3339)
 	body := `{"user_id": "ret", "delta": 5, "event_id": "ret-1", "timestamp": "` + now + `"}`

@@ -394,8 +394,11 @@ func TestBanAndUnban(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() string {
 		ev := stream.named("leaderboard.updated")
-		if len(ev) == 0 || fmt.Sprint(ev[len(ev)-1].data["entries"]) == "" || strings.Contains(fmt.Sprint(ev[len(ev)-1].data["entries"]), "b3") {
-			return fmt.Sprintf("the stream still shows b3: %v", ev[len(ev)-1].data["entries"])
+		if len(ev) == 0 {
+			return "no snapshot on the stream yet"
+		}
+		if entries := fmt.Sprint(ev[len(ev)-1].data["entries"]); entries == "" || strings.Contains(entries, "b3") {
+			return "the stream still shows b3: " + entries
 		}
 		return ""
 	})

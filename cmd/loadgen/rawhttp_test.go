@@ -53,7 +53,9 @@ func TestRawPosterAgainstNetHTTP(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	p, err := newRawPoster(srv.URL, 100*time.Millisecond, 4)
+	// A generous timeout (a stall of a loaded machine fails nothing); the slow answer below
+	// goes through a poster of its own with a short one.
+	p, err := newRawPoster(srv.URL, 10*time.Second, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,12 @@ func TestRawPosterAgainstNetHTTP(t *testing.T) {
 		t.Fatalf("a wrong header reaches the handler as written: %+v %v", ans, err)
 	}
 
-	_, err = p.post(ctx, "/slow", "Bearer x", nil)
+	short, err := newRawPoster(srv.URL, 100*time.Millisecond, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.close()
+	_, err = short.post(ctx, "/slow", "Bearer x", nil)
 	var nerr net.Error
 	if !errors.As(err, &nerr) || !nerr.Timeout() {
 		t.Fatalf("slow answer: err %v, want a timeout", err)
