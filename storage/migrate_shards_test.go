@@ -88,7 +88,7 @@ func TestMigrateWaitingOnOneShardLeavesTheOtherShardsWritable(t *testing.T) {
 		t.Errorf("Migrate: %v", err)
 	}
 	if werr != nil {
-		t.Errorf("a write to outbox shard 0 waited for a starting process's Migrate, itself waiting for shard 1 (3 s, then %v)", werr)
+		t.Errorf("a write to outbox shard 0 waited for a starting process's Migrate, itself waiting for shard 1 (15 s, then %v)", werr)
 	}
 	var typ string
 	if err := pool.QueryRow(ctx, `SELECT atttypid::regtype::text FROM pg_attribute WHERE attrelid = '"watermill_score_commands_1"'::regclass AND attname = 'uuid'`).Scan(&typ); err != nil || typ != "text" {
