@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +53,9 @@ func TestSeasonStartMovesThisProcesssStreams(t *testing.T) {
 	boards := periodTops{tops: map[string]storage.Top{configs.FirstSeason: {Version: 1}, "s2": {Version: 1}}}
 	hub := NewHub(HubConfig{Window: time.Millisecond}, boards, nil)
 	defer hub.Close()
-	s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Periods: NewPeriods(cfg, &memSeasons{}, nil), Hub: hub,
+	var looks atomic.Int64 // a stream's pass reads the periods' clock once
+	now := func() time.Time { looks.Add(1); return time.Now() }
+	s := &server{Deps: Deps{Config: cfg, Logger: slog.New(slog.DiscardHandler), Periods: NewPeriods(cfg, &memSeasons{}, now), Hub: hub,
 		Realtime: RealtimeConfig{Heartbeat: time.Hour}}}
 	s.Realtime.setDefaults()
 	s.tokens = tokens{secret: []byte(cfg.JWTSecret), maxTTL: cfg.JWTMaxTTL, now: time.Now}
@@ -60,6 +63,17 @@ func TestSeasonStartMovesThisProcesssStreams(t *testing.T) {
 	next := snapshots(t, openStream(t, s, "season"))
 	if snap := next("on connect"); snap.Period != configs.FirstSeason {
 		t.Fatalf("snapshot on connect of season %q, want %q", snap.Period, configs.FirstSeason)
+	}
+	// The subscription's own wake can leave the stream one more pass to run; the season
+	// starts once the stream waits (no look at the clock for 200 ms), so only a wake of
+	// the start's can move it.
+	for last, quiet, deadline := looks.Load(), time.Now(), time.Now().Add(10*time.Second); time.Since(quiet) < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if n := looks.Load(); n != last {
+			last, quiet = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream kept reading the clock for 10 s")
+		}
 	}
 	if w := adminRequest(s.handleStartSeason(), "season", `{"season": "s2"}`); w.Code != http.StatusCreated {
 		t.Fatalf("start a season: %d %s", w.Code, w.Body)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -40,7 +41,8 @@ func TestReadmeQuickStart(t *testing.T) {
 	env := newTestEnv(t)
 	overrides := map[string]string{"LEADERBOARD_JWT_SECRET": "", "LEADERBOARD_RATE_LIMIT": ""} // make run's
 	svc := env.start(overrides)
-	vars := append(os.Environ(), "no_proxy=*", "NO_PROXY=*") // curl straight to the service
+	// curl straight to the service, without a user's ~/.curlrc
+	vars := append(os.Environ(), "no_proxy=*", "NO_PROXY=*", "CURL_HOME="+t.TempDir(), "HOME="+t.TempDir())
 	tokenLine := regexp.MustCompile(`^(\w+)=\$\(go run \./cmd/leaderboard (token [^)]*)\)`)
 	for _, st := range steps {
 		if m := tokenLine.FindStringSubmatch(st.command); m != nil {
@@ -52,12 +54,19 @@ func TestReadmeQuickStart(t *testing.T) {
 			continue
 		}
 		run := func() (string, error) {
-			cmd := exec.Command(bash, "-c", strings.ReplaceAll(st.command, "localhost:8080", strings.TrimPrefix(svc.base, "http://")))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bash, "-c", strings.ReplaceAll(st.command, "localhost:8080", strings.TrimPrefix(svc.base, "http://")))
 			cmd.Env = vars
-			out, err := cmd.CombinedOutput()
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
 			var body map[string]any
 			if err == nil && (json.Unmarshal(out, &body) != nil || body["error_code"] != nil) {
 				err = errors.New("not an answer")
+			}
+			if err != nil && stderr.Len() > 0 {
+				err = fmt.Errorf("%w; stderr: %s", err, strings.TrimSpace(stderr.String()))
 			}
 			return strings.TrimSpace(string(out)), err
 		}
@@ -73,14 +82,15 @@ func TestReadmeQuickStart(t *testing.T) {
 		// ?wait=true (another user's, in another partition): it is read again, as a reader
 		// would, until it shows what the README shows.
 		want := shownAnswer(st.shown)
-		for deadline := time.Now().Add(20 * time.Second); !want.MatchString(answer) && !strings.Contains(st.command, "-X POST") && time.Now().Before(deadline); {
+		write := strings.Contains(st.command, "-X POST") || strings.Contains(st.command, " -d ") || strings.Contains(st.command, "--data")
+		for deadline := time.Now().Add(20 * time.Second); !want.MatchString(answer) && !write && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
 			if answer, err = run(); err != nil {
 				break
 			}
 		}
-		if !want.MatchString(answer) {
-			t.Errorf("%s\n  answered %s\n  the README shows %s", st.command, answer, st.shown)
+		if err != nil || !want.MatchString(answer) {
+			t.Errorf("%s\n  answered %s (%v)\n  the README shows %s", st.command, answer, err, st.shown)
 		}
 	}
 }
@@ -107,6 +117,8 @@ func quickStartSteps(t *testing.T, readme string) []quickStartStep {
 		case strings.HasPrefix(line, "```sh"):
 			inBlock = true
 			continue
+		case strings.HasPrefix(line, "```") && !inBlock:
+			t.Fatalf("README: a quick start block opens with %q; this test runs sh blocks only", line)
 		case strings.HasPrefix(line, "```"):
 			inBlock = false
 			continue
