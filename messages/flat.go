@@ -183,20 +183,19 @@ func decodeFlatScoreSubmitted(payload []byte, cmd *ScoreSubmitted) bool {
 	return true
 }
 
-// EncodeScoreSubmitted is json.Marshal(cmd), written without reflection for the commands
-// the fast path decodes (no also, no metadata, strings of printable ASCII other than '"',
-// '\', '<', '>' and '&', which encoding/json writes as they are); any other goes through
-// json.Marshal.
+// EncodeScoreSubmitted is marshal(cmd), written without reflection for the commands the
+// fast path decodes (no also, no metadata, strings of printable ASCII other than '"' and
+// '\', which encoding/json writes as they are); any other goes through marshal.
 func EncodeScoreSubmitted(cmd ScoreSubmitted) ([]byte, error) {
 	if len(cmd.Also) > 0 || len(cmd.Metadata) > 0 {
-		return json.Marshal(cmd)
+		return marshal(cmd)
 	}
 	buf := make([]byte, 0, 160+len(cmd.EventID)+len(cmd.Board)+len(cmd.Period)+len(cmd.UserID)+len(cmd.NickName))
 	buf = append(buf, '{')
 	if cmd.Op != "" {
 		buf = append(buf, `"op":`...)
 		if buf = appendPlain(buf, cmd.Op); buf == nil {
-			return json.Marshal(cmd)
+			return marshal(cmd)
 		}
 		buf = append(buf, ',')
 	}
@@ -205,13 +204,13 @@ func EncodeScoreSubmitted(cmd ScoreSubmitted) ([]byte, error) {
 	} {
 		buf = append(buf, f.key...)
 		if buf = appendPlain(buf, f.value); buf == nil {
-			return json.Marshal(cmd)
+			return marshal(cmd)
 		}
 	}
 	if cmd.NickName != "" {
 		buf = append(buf, `,"nick_name":`...)
 		if buf = appendPlain(buf, cmd.NickName); buf == nil {
-			return json.Marshal(cmd)
+			return marshal(cmd)
 		}
 	}
 	buf = append(buf, `,"value":`...)
@@ -219,16 +218,32 @@ func EncodeScoreSubmitted(cmd ScoreSubmitted) ([]byte, error) {
 	buf = append(buf, `,"occurred_at":`...)
 	t, err := cmd.OccurredAt.MarshalJSON()
 	if err != nil {
-		return json.Marshal(cmd) // its error, as encoding/json words it
+		return marshal(cmd) // its error, as encoding/json words it
 	}
 	buf = append(buf, t...)
 	return append(buf, '}'), nil
 }
 
-// appendPlain appends s quoted when encoding/json writes it as it is, or returns nil.
+// marshal is json.Marshal(cmd) without its HTML escapes: metadata travels as the API
+// measured it against MaxMetadataBytes. json.Marshal writes each '<', '>' and '&' in it as
+// \u003c, \u003e and \u0026 and each U+2028 and U+2029 as \u2028 and \u2029, up to six
+// times the bytes, and the projector refused what the API had accepted: 202, then a dead
+// letter. (Strings of the command's own fields still get \u2028 and \u2029: encoding/json
+// escapes them there whatever it is told; each field's bound is not in bytes.)
+func marshal(cmd ScoreSubmitted) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cmd); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// appendPlain appends s quoted when marshal writes it as it is, or returns nil.
 func appendPlain(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
 			return nil
 		}
 	}

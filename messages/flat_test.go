@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,9 +151,9 @@ func TestScanFlat(t *testing.T) {
 	}
 }
 
-// TestEncodeScoreSubmittedIsMarshal: EncodeScoreSubmitted writes what json.Marshal writes,
-// byte for byte, for plain commands and for every other kind (escapes, HTML characters,
-// non-ASCII, also, metadata, times json.Marshal refuses).
+// TestEncodeScoreSubmittedIsMarshal: EncodeScoreSubmitted writes what encoding/json writes
+// without its HTML escapes, byte for byte, for plain commands and for every other kind
+// (escapes, HTML characters, non-ASCII, also, metadata, times json.Marshal refuses).
 func TestEncodeScoreSubmittedIsMarshal(t *testing.T) {
 	r := rand.New(rand.NewPCG(56, 78))
 	for i := range 20000 {
@@ -160,10 +161,64 @@ func TestEncodeScoreSubmittedIsMarshal(t *testing.T) {
 		if i%97 == 0 {
 			cmd.OccurredAt = time.Date(10000+r.IntN(5), 1, 1, 0, 0, 0, 0, time.UTC) // outside what RFC 3339 writes
 		}
-		want, wantErr := json.Marshal(cmd)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		wantErr := enc.Encode(cmd)
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		if wantErr != nil {
+			want = nil
+		}
 		got, gotErr := EncodeScoreSubmitted(cmd)
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
 			t.Fatalf("%#v:\n got %s %v\nwant %s %v", cmd, got, gotErr, want, wantErr)
 		}
+	}
+}
+
+// TestMetadataTheAPITakesIsValidOnTheWay: metadata the API takes (ValidMetadata, up to
+// MaxMetadataBytes as the client sent it) reaches the projector as it was sent and passes
+// its Validate, whatever characters it holds: json.Marshal wrote '<', '>' and '&' as six
+// bytes each and U+2028 and U+2029 as six instead of three, so such metadata near the bound
+// was accepted (202) and then dead-lettered. A command an earlier build encoded so passes
+// Validate too (a requeued dead letter, a command in flight across an upgrade).
+func TestMetadataTheAPITakesIsValidOnTheWay(t *testing.T) {
+	for _, fill := range []string{"&", "<", ">", "\u2028", "\u2029", "Rock & Roll <b>", "x"} {
+		head := `{"track":"`
+		md := head + strings.Repeat(fill, (MaxMetadataBytes-len(head)-2)/len(fill))
+		md += strings.Repeat("y", MaxMetadataBytes-len(md)-2) + `"}`
+		if len(md) != MaxMetadataBytes || !ValidMetadata([]byte(md)) {
+			t.Fatalf("%d bytes of %q: the API would refuse them", len(md), fill)
+		}
+		cmd := ScoreSubmitted{EventID: "e-1", Board: "global", Period: "all_time", UserID: "u-1", Value: 10,
+			Metadata: json.RawMessage(md), OccurredAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+		payload, err := EncodeScoreSubmitted(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeScoreSubmitted(payload)
+		if err != nil {
+			t.Fatalf("%q: %v", fill, err)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("metadata of %q, %d bytes as sent, %d on the way: %v", fill, len(md), len(got.Metadata), err)
+		}
+		if string(got.Metadata) != md {
+			t.Errorf("metadata of %q changed on the way: %d bytes, want %d", fill, len(got.Metadata), len(md))
+		}
+		escaped, err := json.Marshal(cmd) // as builds before this one wrote it
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old, err := DecodeScoreSubmitted(escaped); err != nil || old.Validate() != nil {
+			t.Errorf("metadata of %q as json.Marshal writes it (%d bytes): %v %v", fill, len(old.Metadata), err, old.Validate())
+		}
+	}
+	over := `{"track":"` + strings.Repeat("&", MaxMetadataBytes-11) + `"}`
+	cmd := ScoreSubmitted{EventID: "e-1", Board: "global", Period: "all_time", UserID: "u-1", Value: 10,
+		Metadata: json.RawMessage(over), OccurredAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	escaped, _ := json.Marshal(cmd)
+	if old, err := DecodeScoreSubmitted(escaped); err != nil || old.Validate() == nil {
+		t.Errorf("metadata of %d bytes as sent, escaped: valid (%v), want refused", len(over), err)
 	}
 }

@@ -92,7 +92,7 @@ func (c ScoreSubmitted) Validate() error {
 	if c.NickName != CleanNickName(c.NickName) {
 		errs = append(errs, errors.New("invalid nick_name"))
 	}
-	if c.Metadata != nil && !ValidMetadata(c.Metadata) {
+	if c.Metadata != nil && !validMetadata(c.Metadata, true) {
 		errs = append(errs, errors.New("invalid metadata: want a JSON object of at most 1 KB"))
 	}
 	return errors.Join(errs...)
@@ -102,24 +102,35 @@ func (c ScoreSubmitted) Validate() error {
 // PostgreSQL's jsonb stores as it is: valid UTF-8, no \u0000 and no unpaired surrogate
 // escapes in its strings (jsonb refuses them), and at most MaxMetadataBytes once jsonb
 // writes its numbers' exponents out in digits (1e131071 is 131,072 characters there).
-func ValidMetadata(raw []byte) bool {
-	if len(raw) > MaxMetadataBytes || !utf8.Valid(raw) || !json.Valid(raw) {
+func ValidMetadata(raw []byte) bool { return validMetadata(raw, false) }
+
+// validMetadata is ValidMetadata; with htmlEscaped, the bytes json.Marshal's HTML escapes
+// add are not counted (\u003c, \u003e and \u0026 count as the one byte they stand for,
+// \u2028 and \u2029 as three), so that a command whose metadata an earlier build
+// re-encoded with them is taken as the API took it (Validate: the projector, requeued dead
+// letters). The API measures what the client sent.
+func validMetadata(raw []byte, htmlEscaped bool) bool {
+	if len(raw) > 6*MaxMetadataBytes || !utf8.Valid(raw) || !json.Valid(raw) {
 		return false
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || obj == nil {
 		return false
 	}
-	expanded, ok := jsonbExpansion(raw)
-	return ok && len(raw)+expanded <= MaxMetadataBytes
+	expanded, escapes, ok := jsonbExpansion(raw)
+	size := len(raw) + expanded
+	if htmlEscaped {
+		size -= escapes
+	}
+	return ok && size <= MaxMetadataBytes
 }
 
 // jsonbExpansion scans valid JSON: false when a string holds an escape jsonb refuses
 // (\u0000, a surrogate escape that is not a high one followed by a low one); otherwise how
 // many characters jsonb's text adds, at most, when it writes the numbers' exponents out
-// (each exponent's absolute value).
-func jsonbExpansion(raw []byte) (int, bool) {
-	expanded := 0
+// (each exponent's absolute value), and how many bytes the escapes json.Marshal writes for
+// HTML's sake take beyond the characters they stand for (validMetadata).
+func jsonbExpansion(raw []byte) (expanded, escapes int, ok bool) {
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {
 		case c == '"':
@@ -135,15 +146,19 @@ func jsonbExpansion(raw []byte) (int, bool) {
 				i += 4
 				switch {
 				case u == 0, u >= 0xDC00 && u <= 0xDFFF:
-					return 0, false
+					return 0, 0, false
 				case u >= 0xD800 && u <= 0xDBFF:
 					if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
-						return 0, false
+						return 0, 0, false
 					}
 					if low := hex4(raw[i+3 : i+7]); low < 0xDC00 || low > 0xDFFF {
-						return 0, false
+						return 0, 0, false
 					}
 					i += 6
+				case u == '<', u == '>', u == '&':
+					escapes += 5
+				case u == 0x2028, u == 0x2029:
+					escapes += 3
 				}
 			}
 		case c == 'e' || c == 'E': // outside strings, only in a number's exponent
@@ -159,7 +174,7 @@ func jsonbExpansion(raw []byte) (int, bool) {
 			expanded = min(expanded+exp, 1<<20)
 		}
 	}
-	return expanded, true
+	return expanded, escapes, true
 }
 
 // hex4 reads four hex digits (valid JSON has them after \u).

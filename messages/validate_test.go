@@ -237,6 +237,9 @@ func TestValidMetadataIsWhatJSONBStores(t *testing.T) {
 		`null`:                            false,
 		`"x"`:                             false,
 		`{"a":` + strings.Repeat("1", 1020) + `}`: false,
+		// the API measures what the client sent: its own escapes count whole
+		`{"a":"` + strings.Repeat(`\u0026`, 170) + `"}`: false,
+		`{"a":"` + strings.Repeat(`\u0026`, 169) + `"}`: true,
 	} {
 		if got := messages.ValidMetadata([]byte(raw)); got != want {
 			t.Errorf("ValidMetadata(%q) = %v, want %v", raw, got, want)

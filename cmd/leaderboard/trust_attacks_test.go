@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -126,6 +129,38 @@ func TestMetadataJSONBRefusesIsRefused(t *testing.T) {
 	}
 	if n := env.count(`SELECT count(*) FROM score_requests`); n != 0 {
 		t.Errorf("%d refused writes were recorded as accepted", n)
+	}
+}
+
+// TestMetadataTheAPITakesIsApplied: metadata of 1 KB as the client sent it, made of the
+// characters json.Marshal escapes ('&', '<', '>', U+2028), is applied and read back as sent.
+// Before, the command went on to the projector at up to six times that size and was
+// dead-lettered after its 202: a retry was answered 202 forever, and any player could fill
+// the dead letters.
+func TestMetadataTheAPITakesIsApplied(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	svc := env.start(vars)
+	tok, admin := mintToken(t, "amp"), mintToken(t, "ops", "admin")
+	for i, fill := range []string{"&", "<>", "\u2028", "Rock & Roll"} {
+		head := `{"track":"`
+		md := head + strings.Repeat(fill, (1024-len(head)-2)/len(fill))
+		md += strings.Repeat("y", 1024-len(md)-2) + `"}`
+		body := fmt.Sprintf(`{"value": %d, "event_id": "amp-%d", "metadata": %s}`, 100+i, i, md)
+		if r := svc.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", tok, body); r.status != 200 || r.body["status"] != "applied" {
+			t.Fatalf("1 KB of %q: %d %s, want 200 applied", fill, r.status, r.raw)
+		}
+		u := svc.do(t, http.MethodGet, "/v1/boards/global/users/amp", tok, "")
+		var want any
+		if err := json.Unmarshal([]byte(md), &want); err != nil {
+			t.Fatal(err)
+		}
+		if u.status != 200 || !reflect.DeepEqual(u.body["metadata"], want) {
+			t.Errorf("1 KB of %q: the entry reads %d %.200s, want its metadata as sent", fill, u.status, u.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodGet, "/admin/dlq", admin, ""); r.status != 200 || len(r.body["items"].([]any)) != 0 {
+		t.Errorf("dead letters: %d %.300s, want none", r.status, r.raw)
 	}
 }
 
