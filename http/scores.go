@@ -284,7 +284,7 @@ func resolveEventID(id *string) (string, bool, *apiError) {
 		return uuid.NewString(), false, nil
 	}
 	if !validClientEventID(*id) {
-		return "", false, badRequest("invalid_event_id", "event_id must be 1 to 64 printable characters without spaces, and valid UTF-8 (no U+FFFD)")
+		return "", false, badRequest("invalid_event_id", "event_id must be 1 to 64 printable characters (the ASCII space among them; no control characters or other spaces), and valid UTF-8 (no U+FFFD)")
 	}
 	return *id, true, nil
 }
