@@ -160,6 +160,7 @@ func TestRateLimits(t *testing.T) {
 	if r := svc.submit(t, srv, `{"score": 12, "user_id": "rl", "event_id": "rl-server"}`); r.status != 202 {
 		t.Errorf("a server write for the limited user: %d %s", r.status, r.raw)
 	}
+	otherFirst := time.Now()
 	if r := svc.submit(t, other, `{"score": 1}`); r.status != 202 {
 		t.Errorf("another user: %d %s", r.status, r.raw)
 	}
@@ -175,6 +176,20 @@ func TestRateLimits(t *testing.T) {
 	if r := svc.submit(t, other, `{"score": 2}`); r.status != 202 {
 		t.Errorf("the user's writes to other boards go on: %d %s", r.status, r.raw)
 	}
+	// The refused arena write counted against the user's 10 too (README, Rate limits): 6
+	// spent, 4 left; then 429 until 60 s after the user's first write.
+	for i := 3; i <= 6; i++ {
+		if r := svc.submit(t, other, fmt.Sprintf(`{"score": %d}`, i)); r.status != 202 {
+			t.Fatalf("the user's write %d of 10: %d %s", i+4, r.status, r.raw)
+		}
+	}
+	r = svc.submit(t, other, `{"score": 7}`)
+	refused := 2
+	if r.status == 429 {
+		refused++
+	} else if time.Since(otherFirst) < 55*time.Second {
+		t.Errorf("the user's 11th write, the refused arena write among the 10: %d %s, want 429", r.status, r.raw)
+	}
 	eventually(t, 30*time.Second, func() string { // through the whole pipeline, on a loaded machine
 		if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'rl'`); n != 11 {
 			return fmt.Sprintf("%d history rows of rl", n)
@@ -184,7 +199,7 @@ func TestRateLimits(t *testing.T) {
 	if n := env.count(`SELECT count(*) FROM score_history WHERE event_id = 'rl-11'`); n != 0 {
 		t.Errorf("the refused write was applied")
 	}
-	metricsShow(t, svc, `leaderboard_write_refusals_total{reason="rate_limited"} 2`)
+	metricsShow(t, svc, fmt.Sprintf(`leaderboard_write_refusals_total{reason="rate_limited"} %d`, refused))
 }
 
 // TestCooldowns: an increment with an action_id holds that action for the board's
