@@ -22,15 +22,32 @@ const boardDefinitionsLock = 7_345_112_004
 // RecordBoards records the boards' definitions, refusing a change that would read a
 // board's entries with other rules than they were made under: another operator, order or
 // period of a board that holds entries (its own, or its matches' for a match board), or
-// bounds some of them lie outside of. A board without entries may change freely; one
-// recorded for the first time is taken as it is.
-func RecordBoards(ctx context.Context, pool *pgxpool.Pool, boards []BoardDefinition) error {
+// bounds some of them lie outside of. Another operator, order or period is refused too
+// while a command waits in the outbox (accepted, neither applied nor dead-lettered): the
+// projector would apply it by the new rules (an increment as a set), and the outbox does
+// not say cheaply which boards its commands are for (the payload is the player's JSON,
+// never read there: isEnvelope). A board without entries may change freely once no
+// command waits; one recorded for the first time is taken as it is.
+func RecordBoards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, boards []BoardDefinition) error {
+	var (
+		waitingShards []int
+		looked        bool
+	)
+	waiting := func() ([]int, error) {
+		if looked {
+			return waitingShards, nil
+		}
+		var err error
+		waitingShards, err = pendingShards(ctx, pool, outbox, 0)
+		looked = err == nil
+		return waitingShards, err
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(boardDefinitionsLock)); err != nil {
 			return fmt.Errorf("record board definitions: %w", err)
 		}
 		for _, b := range boards {
-			if err := recordBoard(ctx, tx, b); err != nil {
+			if err := recordBoard(ctx, tx, b, waiting); err != nil {
 				return err
 			}
 		}
@@ -38,7 +55,7 @@ func RecordBoards(ctx context.Context, pool *pgxpool.Pool, boards []BoardDefinit
 	})
 }
 
-func recordBoard(ctx context.Context, tx pgx.Tx, b BoardDefinition) error {
+func recordBoard(ctx context.Context, tx pgx.Tx, b BoardDefinition, waiting func() ([]int, error)) error {
 	var was BoardDefinition
 	err := tx.QueryRow(ctx, `SELECT operator, sort_order, period, min_value, max_value FROM board_definitions WHERE board_id = $1`, b.ID).
 		Scan(&was.Operator, &was.Order, &was.Period, &was.MinValue, &was.MaxValue)
@@ -60,6 +77,14 @@ func recordBoard(ctx context.Context, tx pgx.Tx, b BoardDefinition) error {
 			if held {
 				return fmt.Errorf("boards file: board %s holds entries made as operator %s, order %s, period %s; the file now says operator %s, order %s, period %s, which would read them with other rules: keep its definition, or define a new board id",
 					b.ID, was.Operator, was.Order, was.Period, b.Operator, b.Order, b.Period)
+			}
+			shards, err := waiting()
+			if err != nil {
+				return err
+			}
+			if len(shards) > 0 {
+				return fmt.Errorf("boards file: board %s was operator %s, order %s, period %s and the file now says operator %s, order %s, period %s, while outbox shards %v hold commands not applied yet, which would be applied by the new rules (an increment as a set): keep its definition until they are applied (stop the API processes and let the relay and projector drain the outbox), then change it",
+					b.ID, was.Operator, was.Order, was.Period, b.Operator, b.Order, b.Period, shards)
 			}
 		}
 		if b.MinValue > was.MinValue || b.MaxValue < was.MaxValue {

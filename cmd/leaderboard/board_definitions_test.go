@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,60 @@ func TestBoardDefinitionsGuardTheirEntries(t *testing.T) {
 		`{"id": "laps", "operator": "best", "order": "desc", "period": "daily"}`))
 	if r := svc.do(t, "GET", "/v1/boards/global/users/a", srv, ""); r.status != 200 || num(r.body["score"]) != 900 {
 		t.Errorf("global after an accepted change: %d %s", r.status, r.raw)
+	}
+}
+
+// TestBoardDefinitionsWaitForWaitingCommands: a board without entries keeps its operator,
+// order and period while commands wait in the outbox: two increments accepted while no
+// projector ran were applied as a set (the entry 3, not 8) when the service came back with
+// the board turned into a set board. Such a start is refused; once the commands are
+// applied, a board without entries changes again. Found by a review of what the API
+// accepts and the projector then does.
+func TestBoardDefinitionsWaitForWaitingCommands(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	dir := t.TempDir()
+	file := func(boards string) map[string]string {
+		path := filepath.Join(dir, "boards.json")
+		if err := os.WriteFile(path, []byte(`{"boards": [{"id": "global", "operator": "best", "period": "all_time"}, `+boards+`]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"LEADERBOARD_BOARDS_FILE": path}
+	}
+	const before = `{"id": "fresh", "operator": "incr", "period": "all_time"}, {"id": "spare", "operator": "incr", "period": "all_time"}`
+	api := file(before)
+	api["LEADERBOARD_ROLES"] = "api"
+	svc := env.start(api)
+	srv := mintToken(t, "gs", "server")
+	for i, delta := range []int{5, 3} {
+		if r := svc.do(t, "POST", "/v1/boards/fresh/scores", srv, fmt.Sprintf(`{"value": %d, "user_id": "a", "event_id": "f-%d"}`, delta, i)); r.status != 202 {
+			t.Fatalf("increment %d: %d %s", delta, r.status, r.raw)
+		}
+	}
+	svc.stop(t)
+
+	start := func(boards string) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return runWith(ctx, nil, env.getenv(file(boards)), &storagetest.SyncBuffer{}, time.Now)
+	}
+	const want = "board fresh was operator incr, order desc, period all_time and the file now says operator set"
+	if err := start(`{"id": "fresh", "operator": "set", "period": "all_time"}, {"id": "spare", "operator": "incr", "period": "all_time"}`); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("start with fresh a set board while its increments wait: %v, want an error saying %q", err, want)
+	}
+
+	svc = env.start(file(before))
+	eventually(t, 30*time.Second, func() string {
+		if r := svc.do(t, "GET", "/v1/boards/fresh/users/a", srv, ""); r.status != 200 || num(r.body["score"]) != 8 {
+			return fmt.Sprintf("fresh after the restart with its definition: %d %s, want 8", r.status, r.raw)
+		}
+		return ""
+	})
+	svc.stop(t)
+	// Nothing waits now: spare, without entries, turns into a set board.
+	svc = env.start(file(`{"id": "fresh", "operator": "incr", "period": "all_time"}, {"id": "spare", "operator": "set", "period": "all_time"}`))
+	if r := svc.do(t, "GET", "/v1/boards/fresh/users/a", srv, ""); r.status != 200 || num(r.body["score"]) != 8 {
+		t.Errorf("fresh: %d %s, want 8", r.status, r.raw)
 	}
 }

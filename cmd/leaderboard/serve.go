@@ -160,7 +160,7 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 		}
 		defs[i] = storage.BoardDefinition{ID: b.ID, Operator: b.Operator, Order: order, Period: b.Period, MinValue: b.MinValue, MaxValue: b.MaxValue}
 	}
-	if err := storage.RecordBoards(ctx, pool, defs); err != nil {
+	if err := storage.RecordBoards(ctx, pool, d.schema, defs); err != nil {
 		return d, closeAll, err
 	}
 	d.pool, d.db = pool, stdlib.OpenDBFromPool(pool)
