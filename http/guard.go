@@ -100,9 +100,9 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 }
 
 // check decides whether a write may go on: nil, or the refusal to answer. A write over
-// the rate, or while the backlog is full, goes on when retry tells it is a retry of a
-// write accepted before (answered as the first time, or 409; it adds nothing to the
-// backlog): no refusal then, counted or recorded.
+// the rate, while the backlog is full, or of a user banned since, goes on when retry tells
+// it is a retry of a write accepted before (answered as the first time, or 409; it adds
+// nothing to the backlog): no refusal then, counted or recorded.
 func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiError {
 	if g == nil {
 		return errNoGuard
@@ -111,7 +111,9 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 		return g.refuse(*w, &apiError{status: http.StatusServiceUnavailable, code: "backlog_full", retryAfter: 2 * time.Second,
 			message: "the pipeline is behind; retry with the same event_id"}, "")
 	}
-	if g.bans.Banned(w.userID) {
+	// A retry of a write accepted before the ban is answered as the first time: the write
+	// is kept (applied hidden), and a 403 would tell the game it was not.
+	if g.bans.Banned(w.userID) && (retry == nil || !retry()) {
 		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
 	switch e, again := g.rateLimit(ctx, w, retry); {

@@ -358,6 +358,43 @@ func TestBounds(t *testing.T) {
 	})
 }
 
+// TestRetryAfterBanIsAnsweredAsTheFirstTime: a write accepted before its user was banned is
+// kept (applied hidden); its retry is answered as the first time, not 403 user_banned,
+// which told a game server the point was refused when it was kept. A new write of the user
+// is refused. Found by a review of what the API accepts and the projector then does.
+func TestRetryAfterBanIsAnsweredAsTheFirstTime(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t)
+	svc := env.start(vars)
+	srv, admin, erin := mintToken(t, "gs", "server"), mintToken(t, "mod-ann", "admin"), mintToken(t, "erin")
+	writes := []struct{ tok, path, body string }{
+		{srv, "/v1/scores", `{"score": 11, "user_id": "dave", "event_id": "pre-ban-1"}`},
+		{erin, "/v1/scores/increment", fmt.Sprintf(`{"user_id": "erin", "delta": 4, "event_id": "pre-ban-2", "timestamp": %q}`, time.Now().UTC().Format(time.RFC3339))},
+	}
+	for _, w := range writes {
+		if r := svc.do(t, http.MethodPost, w.path+"?wait=true", w.tok, w.body); r.status != 200 {
+			t.Fatalf("%s: %d %s", w.body, r.status, r.raw)
+		}
+	}
+	for _, user := range []string{"dave", "erin"} {
+		if r := svc.do(t, http.MethodPost, "/admin/users/"+user+"/ban?wait=true", admin, `{"reason": "aimbot"}`); r.status != 200 {
+			t.Fatalf("ban %s: %d %s", user, r.status, r.raw)
+		}
+	}
+	for _, w := range writes {
+		r := svc.do(t, http.MethodPost, w.path, w.tok, w.body)
+		if r.status != 200 && r.status != 202 || r.body["error_code"] != nil {
+			t.Errorf("the retry of %s after the ban: %d %s, want it answered as the first time", w.body, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/scores", srv, `{"score": 12, "user_id": "dave", "event_id": "post-ban"}`); r.status != 403 || r.body["error_code"] != "user_banned" {
+		t.Errorf("a new write of the banned user: %d %s, want 403 user_banned", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE event_id IN ('pre-ban-1', 'pre-ban-2', 'post-ban')`); n != 2 {
+		t.Errorf("%d history rows of the two users, want the 2 writes once each", n)
+	}
+}
+
 // TestBanAndUnban: a banned user disappears from every read and stream of every board
 // (ranks close up), PostgreSQL's degraded reads included, and cannot write; the unban brings
 // them back with their scores. Both are audited.
