@@ -110,7 +110,11 @@ func ValidMetadata(raw []byte) bool { return validMetadata(raw, false) }
 // re-encoded with them is taken as the API took it (Validate: the projector, requeued dead
 // letters). The API measures what the client sent.
 func validMetadata(raw []byte, htmlEscaped bool) bool {
-	if len(raw) > 6*MaxMetadataBytes || !utf8.Valid(raw) || !json.Valid(raw) {
+	most := MaxMetadataBytes
+	if htmlEscaped {
+		most *= 6 // every byte of it escaped
+	}
+	if len(raw) > most || !utf8.Valid(raw) || !json.Valid(raw) {
 		return false
 	}
 	var obj map[string]json.RawMessage
