@@ -124,7 +124,7 @@ func NewRelay(outbox Outbox, cfg RelayConfig, reg prometheus.Registerer, logger 
 	r := &Relay{outbox: outbox, producer: producer, cfg: cfg, logger: logger.With("role", "relay"),
 		running: make(chan struct{}), pace: newPacer(cfg.Throttle), clock: realClock{},
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leaderboard_relay_batch_size",
-			Help: "Outbox rows forwarded to Kafka per produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+			Help: "Outbox rows forwarded to Kafka per batch (one produce request, more when a user has several commands in it).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		produced: prometheus.NewCounter(prometheus.CounterOpts{Name: "leaderboard_relay_messages_total",
 			Help: "Outbox rows forwarded to Kafka (a batch forwarded again after a crash counts again)."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leaderboard_relay_batch_seconds",
@@ -395,8 +395,10 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 		out = append(out, pm)
 	}
 	r.pace.wait(ctx, len(out))
-	if err := r.send(ctx, out); err != nil {
-		return 0, false, fmt.Errorf("%w: %d messages: %w", errProduce, len(out), err)
+	for _, round := range rounds(out) {
+		if err := r.send(ctx, round); err != nil {
+			return 0, false, fmt.Errorf("%w: %d messages: %w", errProduce, len(round), err)
+		}
 	}
 	actx, cancel := context.WithTimeout(ctx, relayCallTimeout)
 	err = claim.Ack(actx)
@@ -407,6 +409,44 @@ func (r *Relay) forward(ctx context.Context, claim OutboxClaim) (n int, pending 
 	r.batches.Observe(float64(len(batch)))
 	r.produced.Add(float64(len(batch)))
 	return len(batch), pending, nil
+}
+
+// rounds splits a batch into sends that hold at most one message of each topic and key (a
+// user): round i holds every key's i-th message, in the batch's order. sarama's producer
+// does not keep a partition's order when one message of a send fails and a later one goes
+// through (partitionProducer.dispatch returns a message whose partition leader it could
+// not find and goes on with the next; a message past its retries is returned while those
+// behind it are sent), and the batch sent again then put the failed command behind the
+// user's later ones: after a broker's restart under load, an admin's adjustment or
+// removal was applied before the score it corrected, and undone by it. A send that fails
+// ends the batch (forward), so each user's messages in Kafka stay a prefix of the user's
+// commands, which the batch sent again continues in order (the projector skips the
+// duplicates). A batch whose users are all different, the usual one, is one send.
+func rounds(out []*sarama.ProducerMessage) [][]*sarama.ProducerMessage {
+	if len(out) < 2 {
+		return [][]*sarama.ProducerMessage{out}
+	}
+	type topicKey struct{ topic, key string }
+	seen := make(map[topicKey]int, len(out))
+	var rs [][]*sarama.ProducerMessage
+	for _, pm := range out {
+		k := topicKey{topic: pm.Topic}
+		if pm.Key != nil {
+			b, _ := pm.Key.Encode() // a ByteEncoder's bytes (wireMarshaler)
+			k.key = string(b)
+		}
+		i := seen[k]
+		seen[k] = i + 1
+		if i == len(rs) {
+			n := 4 // later rounds: the few users with several commands in the batch
+			if i == 0 {
+				n = len(out)
+			}
+			rs = append(rs, make([]*sarama.ProducerMessage, 0, n))
+		}
+		rs[i] = append(rs[i], pm)
+	}
+	return rs
 }
 
 // send produces out, or gives up once ctx ends: sarama's SendMessages takes no context,
