@@ -100,10 +100,11 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 }
 
 // check decides whether a write may go on: nil, or the refusal to answer. A write over
-// the rate, while the backlog is full, or of a user banned since, goes on when retry tells
-// it is a retry of a write accepted before (answered as the first time, or 409; it adds
-// nothing to the backlog): no refusal then, counted or recorded.
-func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiError {
+// the rate or while the backlog is full goes on when retry tells it is a retry of a write
+// accepted before (answered as the first time, or 409; it adds nothing to the backlog),
+// and one of a user banned since when sameRetry tells it is the same write again: no
+// refusal then, counted or recorded.
+func (g *Guard) check(ctx context.Context, w *guarded, retry, sameRetry func() bool) *apiError {
 	if g == nil {
 		return errNoGuard
 	}
@@ -113,7 +114,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 	}
 	// A retry of a write accepted before the ban is answered as the first time: the write
 	// is kept (applied hidden), and a 403 would tell the game it was not.
-	if g.bans.Banned(w.userID) && (retry == nil || !retry()) {
+	if g.bans.Banned(w.userID) && (sameRetry == nil || !sameRetry()) {
 		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
 	switch e, again := g.rateLimit(ctx, w, retry); {
@@ -167,6 +168,9 @@ func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (r
 	}
 	return nil, false
 }
+
+// banned tells whether the user is banned (as the last ban list read says).
+func (g *Guard) banned(userID string) bool { return g != nil && g.bans != nil && g.bans.Banned(userID) }
 
 // refund gives back the rate budget a write spent when it turned out to repeat an event id
 // (a retry, answered as the first time, or a 409): a client whose answer was lost is not

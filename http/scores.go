@@ -216,18 +216,21 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		return
 	}
 	// A retry of a write accepted before is answered as the first time (or 409), not
-	// refused for the rate, nor counted or recorded as refused.
-	// Asked at most once (a full backlog and the rate limit may both ask): a request log
-	// lookup in PostgreSQL, made only for a write about to be refused.
-	var seen *bool
-	retry := func() bool {
+	// refused for the rate or a full backlog, nor counted or recorded as refused; one of a
+	// user banned since is answered as the first time when it is the same write (not 409).
+	// Asked at most once (a full backlog, a ban and the rate limit may all ask): a request
+	// log lookup in PostgreSQL, made only for a write about to be refused.
+	var seen *[2]bool
+	lookup := func() [2]bool {
 		if seen == nil {
-			v := s.submissions.Seen(r.Context(), prep)
-			seen = &v
+			a, b := s.submissions.Seen(r.Context(), prep)
+			seen = &[2]bool{a, b}
 		}
 		return *seen
 	}
-	if e := s.Guard.check(r.Context(), &gw, retry); e != nil {
+	retry := func() bool { return lookup()[0] }
+	sameRetry := func() bool { return lookup()[1] }
+	if e := s.Guard.check(r.Context(), &gw, retry, sameRetry); e != nil {
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
@@ -351,7 +354,9 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	if s.Logger.Enabled(r.Context(), slog.LevelDebug) { // its attributes cost allocations on every write
 		s.Logger.Debug("score command", "outcome", res.Outcome, "request_id", requestIDFrom(r.Context()), "event_id", sub.EventID, "user_id", sub.UserID)
 	}
-	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" {
+	// A banned user's retry is not waited for: the ban hides the user's entries from Redis,
+	// where the wait looks for the write.
+	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" && !s.Guard.banned(sub.UserID) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
 		defer cancel()
 		if cur, period, ok := s.submissions.WaitApplied(ctx, sub, res); ok {
