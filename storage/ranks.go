@@ -196,6 +196,24 @@ func (r *Ranks) absent(ctx context.Context, board, period string, users []string
 }
 
 // count returns how many entries a board period holds in PostgreSQL.
+// pendingHolds lists the users and event ids of the admin adjustments and removals
+// accepted for a board period and neither applied nor dead-lettered yet
+// (RequestLog.Pending, all of the period's).
+func (r *Ranks) pendingHolds(ctx context.Context, board, period string) ([][2]string, error) {
+	rows, err := r.pool.Query(ctx, `SELECT q.user_id, q.event_id FROM score_requests q
+		WHERE q.board_id = $1 AND q.period = $2 AND q.period IS NOT NULL AND NOT q.unchanged
+		  AND NOT EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = q.user_id AND h.event_id = q.event_id)
+		  AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = q.user_id AND l.event_id = q.event_id)`, board, period)
+	if err != nil {
+		return nil, unavailable("pending holds", err)
+	}
+	held, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
+		var h [2]string
+		return h, row.Scan(&h[0], &h[1])
+	})
+	return held, unavailable("pending holds", err)
+}
+
 func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
 	var n int64
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)

@@ -106,7 +106,21 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 // Reload loads a board period that is not in Redis (never loaded, expired, or lost) from
 // PostgreSQL, and marks it loaded: load on demand, for readers and the projector alike.
 // Concurrent reloads of one period are harmless (the writes are version-guarded).
+// First it holds again the users of admin adjustments and removals still on their way
+// there (Hold): Redis lost their holds with the period, and the entries it loads are from
+// before those commands, which a lower best score was answered unchanged against and
+// dropped. A hold taken again after its command was applied lasts its TTL: the user's
+// writes skip the unchanged shortcut meanwhile, nothing more.
 func (b *Boards) Reload(ctx context.Context, src *Ranks, t Target) (Top, error) {
+	held, err := src.pendingHolds(ctx, t.Board, t.Period)
+	if err != nil {
+		return Top{}, err
+	}
+	for _, h := range held {
+		if _, err := b.Hold(ctx, t.Board, t.Period, h[0], h[1]); err != nil {
+			return Top{}, err
+		}
+	}
 	expected, err := src.count(ctx, t.Board, t.Period)
 	if err != nil {
 		return Top{}, err

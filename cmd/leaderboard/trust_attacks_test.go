@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -248,6 +249,48 @@ func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
 	eventually(t, 10*time.Second, func() string {
 		if r := api.do(t, http.MethodPost, "/v1/scores", bob, `{"score": 2500}`); r.status != 200 || r.body["status"] != "unchanged" || num(r.body["score"]) != 3000 {
 			return fmt.Sprintf("bob's 2500 once Redis shows the removal: %d %s, want 200 unchanged at 3000", r.status, r.raw)
+		}
+		return ""
+	})
+}
+
+// TestAdminHoldSurvivesRedisLoss: an admin's adjustment on its way holds its entry (the
+// write path does not answer "unchanged" against the value before it); Redis losing the
+// board while the command waits lost the hold with it, and the next read loaded the entry
+// from before the adjustment, against which a lower best score was answered unchanged and
+// dropped (the entry ended at the adjustment's 100, not the 500 sent after it). The load
+// holds the user again. Found by an outage test.
+func TestAdminHoldSurvivesRedisLoss(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	pipelineVars := map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "relay,projector"}
+	pipeline := env.start(pipelineVars)
+	api := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	hx, admin := mintToken(t, "hx"), mintToken(t, "ops", "admin")
+	if r := api.do(t, http.MethodPost, "/v1/scores?wait=true", hx, `{"score": 1000}`); r.status != 200 {
+		t.Fatalf("seed: %d %s", r.status, r.raw)
+	}
+	pipeline.stop(t)
+	if r := api.do(t, http.MethodPost, "/admin/boards/global/entries/hx/adjust", admin, `{"value": 100, "reason": "glitch"}`); r.status != 202 {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	ctx := context.Background()
+	lost := env.rdb.Keys(ctx, env.prefix+":{global}:*").Val()
+	if len(lost) == 0 {
+		t.Fatal("no Redis keys of the board to lose")
+	}
+	env.rdb.Del(ctx, lost...)
+	if r := api.do(t, http.MethodGet, "/v1/leaderboard/users/hx", hx, ""); r.status != 200 || num(r.body["score"]) != 1000 {
+		t.Fatalf("the read that loads the board again: %d %s, want 1000 (the adjustment is not applied yet)", r.status, r.raw)
+	}
+	if r := api.do(t, http.MethodPost, "/v1/scores", hx, `{"score": 500, "event_id": "after-adjust"}`); r.status != 202 {
+		t.Errorf("hx's 500 after the adjustment to 100, Redis lost and loaded again: %d %s, want 202 accepted", r.status, r.raw)
+	}
+	env.start(pipelineVars)
+	eventually(t, 30*time.Second, func() string {
+		if r := api.do(t, http.MethodGet, "/v1/leaderboard/users/hx", hx, ""); r.status != 200 || num(r.body["score"]) != 500 {
+			return fmt.Sprintf("hx once the pipeline is back: %d %s, want 500", r.status, r.raw)
 		}
 		return ""
 	})
