@@ -195,7 +195,6 @@ func (r *Ranks) absent(ctx context.Context, board, period string, users []string
 	return out, unavailable("read board entries", err)
 }
 
-// count returns how many entries a board period holds in PostgreSQL.
 // pendingHolds lists the users and event ids of the admin adjustments and removals
 // accepted for a board period and neither applied nor dead-lettered yet
 // (RequestLog.Pending, all of the period's).
@@ -214,6 +213,7 @@ func (r *Ranks) pendingHolds(ctx context.Context, board, period string) ([][2]st
 	return held, unavailable("pending holds", err)
 }
 
+// count returns how many entries a board period holds in PostgreSQL.
 func (r *Ranks) count(ctx context.Context, board, period string) (int64, error) {
 	var n int64
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM visible_entries WHERE board_id = $1 AND period = $2`, board, period).Scan(&n)
