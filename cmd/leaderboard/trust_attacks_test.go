@@ -202,6 +202,21 @@ func TestAnomaliesPerUserAMinute(t *testing.T) {
 	})
 }
 
+// apiAndPipeline starts an API process and a relay and projector process, whose embedded
+// broker the API uses: a test stops the pipeline (pipeline.stop) while the API goes on,
+// and restartPipeline starts it again on the same broker data.
+func apiAndPipeline(t *testing.T, env *testEnv) (api, pipeline *service, restartPipeline func()) {
+	t.Helper()
+	broker := "127.0.0.1:" + freePort(t)
+	vars := map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "relay,projector"}
+	pipeline = env.start(vars)
+	api = env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	return api, pipeline, func() {
+		vars["LEADERBOARD_HTTP_ADDR"] = "127.0.0.1:" + freePort(t)
+		env.start(vars)
+	}
+}
+
 // TestScoreAfterAdminCommandIsNotAnsweredUnchanged: an admin removed one user's entry and
 // adjusted another's down while the projector was away; Redis still shows both entries.
 // A lower best score each user sends next is not answered "unchanged" against those (and
@@ -210,10 +225,7 @@ func TestAnomaliesPerUserAMinute(t *testing.T) {
 func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	broker := "127.0.0.1:" + freePort(t)
-	pipelineVars := map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "relay,projector"}
-	pipeline := env.start(pipelineVars)
-	api := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	api, pipeline, restartPipeline := apiAndPipeline(t, env)
 	bob, carol, admin := mintToken(t, "bob"), mintToken(t, "carol"), mintToken(t, "ops", "admin")
 	for _, w := range []struct {
 		tok   string
@@ -236,8 +248,7 @@ func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
 	if r := api.do(t, http.MethodPost, "/v1/scores", carol, `{"score": 2000}`); r.status != 202 {
 		t.Errorf("carol's 2000 after her 4000 was adjusted to 1000: %d %s, want 202 accepted", r.status, r.raw)
 	}
-	pipelineVars["LEADERBOARD_HTTP_ADDR"] = "127.0.0.1:" + freePort(t)
-	env.start(pipelineVars)
+	restartPipeline()
 	eventually(t, 30*time.Second, func() string {
 		for user, want := range map[string]int64{"bob": 3000, "carol": 2000} {
 			if r := api.do(t, http.MethodGet, "/v1/leaderboard/users/"+user, admin, ""); r.status != 200 || num(r.body["score"]) != want {
@@ -263,10 +274,7 @@ func TestScoreAfterAdminCommandIsNotAnsweredUnchanged(t *testing.T) {
 func TestAdminHoldSurvivesRedisLoss(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	broker := "127.0.0.1:" + freePort(t)
-	pipelineVars := map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "relay,projector"}
-	pipeline := env.start(pipelineVars)
-	api := env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t)})
+	api, pipeline, restartPipeline := apiAndPipeline(t, env)
 	hx, admin := mintToken(t, "hx"), mintToken(t, "ops", "admin")
 	if r := api.do(t, http.MethodPost, "/v1/scores?wait=true", hx, `{"score": 1000}`); r.status != 200 {
 		t.Fatalf("seed: %d %s", r.status, r.raw)
@@ -287,7 +295,7 @@ func TestAdminHoldSurvivesRedisLoss(t *testing.T) {
 	if r := api.do(t, http.MethodPost, "/v1/scores", hx, `{"score": 500, "event_id": "after-adjust"}`); r.status != 202 {
 		t.Errorf("hx's 500 after the adjustment to 100, Redis lost and loaded again: %d %s, want 202 accepted", r.status, r.raw)
 	}
-	env.start(pipelineVars)
+	restartPipeline()
 	eventually(t, 30*time.Second, func() string {
 		if r := api.do(t, http.MethodGet, "/v1/leaderboard/users/hx", hx, ""); r.status != 200 || num(r.body["score"]) != 500 {
 			return fmt.Sprintf("hx once the pipeline is back: %d %s, want 500", r.status, r.raw)
