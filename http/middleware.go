@@ -20,6 +20,7 @@ type httpMetrics struct {
 	latency  *prometheus.HistogramVec
 	accepts  *prometheus.CounterVec
 	degraded prometheus.Counter
+	waits    prometheus.Gauge
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
@@ -36,9 +37,11 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 			[]string{"board", "outcome"}),
 		degraded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leaderboard_degraded_reads_total", Help: "Reads answered from PostgreSQL because Redis was unavailable."}),
+		waits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "leaderboard_write_waits", Help: "Writes with ?wait=true waiting for their score to be applied."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.accepts, m.degraded)
+		reg.MustRegister(m.requests, m.latency, m.accepts, m.degraded, m.waits)
 	}
 	return m
 }

@@ -355,8 +355,11 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 		s.Logger.Debug("score command", "outcome", res.Outcome, "request_id", requestIDFrom(r.Context()), "event_id", sub.EventID, "user_id", sub.UserID)
 	}
 	// A banned user's retry is not waited for: the ban hides the user's entries from Redis,
-	// where the wait looks for the write.
-	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" && !s.Guard.banned(sub.UserID) {
+	// where the wait looks for the write. Nor is a user's write past waitsPerUser waiting.
+	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" && !s.Guard.banned(sub.UserID) && s.waits.take(sub.UserID) {
+		defer s.waits.give(sub.UserID)
+		s.metrics.waits.Inc()
+		defer s.metrics.waits.Dec()
 		ctx, cancel := context.WithTimeout(r.Context(), s.WaitTimeout)
 		defer cancel()
 		if cur, period, ok := s.submissions.WaitApplied(ctx, sub, res); ok {

@@ -65,6 +65,7 @@ type server struct {
 	cursors     cursors
 	submissions submission
 	failures    *failLog
+	waits       waitSlots
 }
 
 // NewServer returns the API's handler.

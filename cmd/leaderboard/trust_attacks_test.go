@@ -360,3 +360,75 @@ func TestDuplicateMembersAreRefused(t *testing.T) {
 		t.Errorf("after refused writes the user has an entry: %d %s", r.status, r.raw)
 	}
 }
+
+// TestWaitsPerUserAreBounded: a retry is not rate limited, and a ?wait=true write polls
+// PostgreSQL until it is applied. While the pipeline is away, a player's waited retries of
+// one write past four at once are answered 202 without waiting, so they cannot each poll
+// PostgreSQL for the whole wait timeout; another user's wait is not refused for them, and
+// the write is applied once the pipeline is back.
+func TestWaitsPerUserAreBounded(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	api, pipeline, restartPipeline := apiAndPipeline(t, env)
+	bob, carol := mintToken(t, "bob"), mintToken(t, "carol")
+	pipeline.stop(t)
+	if r := api.submit(t, bob, `{"score": 700, "event_id": "w-1"}`); r.status != 202 {
+		t.Fatalf("write: %d %s", r.status, r.raw)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waited := make(chan int, 8)
+	wait := func(tok, body string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.base+"/v1/scores?wait=true", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waited <- 0
+			return
+		}
+		resp.Body.Close()
+		waited <- resp.StatusCode
+	}
+	waitsAre := func(n float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for scrape(t, api)["leaderboard_write_waits"] != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("leaderboard_write_waits %v, want %v", scrape(t, api)["leaderboard_write_waits"], n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for range 4 {
+		go wait(bob, `{"score": 700, "event_id": "w-1"}`)
+	}
+	waitsAre(4)
+	client := http.Client{Timeout: 10 * time.Second} // the waits' timeout is 30 s
+	req, _ := http.NewRequest(http.MethodPost, api.base+"/v1/scores?wait=true", strings.NewReader(`{"score": 700, "event_id": "w-1"}`))
+	req.Header.Set("Authorization", "Bearer "+bob)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("bob's fifth waited retry did not answer at once: %v", err)
+	}
+	var body struct{ Status string }
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || body.Status != "accepted" {
+		t.Fatalf("bob's fifth waited retry: %d %q, want 202 accepted", resp.StatusCode, body.Status)
+	}
+	go wait(carol, `{"score": 300, "event_id": "c-1"}`)
+	waitsAre(5) // carol waits although bob has four
+	cancel()
+	for range 5 {
+		if s := <-waited; s != 0 {
+			t.Errorf("a wait answered %d before the pipeline was back, want none", s)
+		}
+	}
+	waitsAre(0)
+	restartPipeline()
+	for _, w := range []struct{ tok, body string }{{bob, `{"score": 700, "event_id": "w-1"}`}, {carol, `{"score": 300, "event_id": "c-1"}`}} {
+		if r := api.do(t, http.MethodPost, "/v1/scores?wait=true", w.tok, w.body); r.status != 200 || r.body["status"] != "applied" {
+			t.Errorf("waited retry after the pipeline is back: %d %s, want 200 applied", r.status, r.raw)
+		}
+	}
+}
