@@ -101,3 +101,51 @@ func TestLimiterRefundGivesOneWriteBack(t *testing.T) {
 		t.Fatalf("refunds of a full budget: %d of 5 writes allowed, want the limit 3", n)
 	}
 }
+
+// TestCooldownLockPassedByARetryIsNotGivenBack: an action's lock taken by one attempt of an
+// event, then passed by another attempt of the same event (concurrent copies of one
+// write), is not given back by the first attempt's release: the write accepted under the
+// event id may be the second attempt, and the lock is its claim. A lock no retry passed is
+// given back; another event's release leaves a lock alone.
+func TestCooldownLockPassedByARetryIsNotGivenBack(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix, pipe := newTestPipe(t)
+	l := storage.NewLimiter(rdb, prefix, pipe)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	cooldown := func(action, event string) (bool, time.Duration) {
+		t.Helper()
+		taken, left, err := l.Cooldown(ctx, "points", "u", action, event, 30*time.Second, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return taken, left
+	}
+	release := func(action, event string) {
+		t.Helper()
+		if err := l.Release(ctx, "points", "u", action, event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if taken, _ := cooldown("chest", "e-1"); !taken {
+		t.Fatal("the first attempt did not take the free lock")
+	}
+	if taken, left := cooldown("chest", "e-1"); taken || left != 0 {
+		t.Fatalf("a second attempt of e-1: taken %v, left %v; want it to pass the lock", taken, left)
+	}
+	release("chest", "e-1") // the first attempt was answered as a duplicate of the second
+	if _, left := cooldown("chest", "e-2"); left <= 0 {
+		t.Fatal("the lock e-1's second attempt passed was given back: another event claimed the action inside its cooldown")
+	}
+
+	if taken, _ := cooldown("quest", "q-1"); !taken {
+		t.Fatal("the lock of another action was not free")
+	}
+	release("quest", "q-2") // another event's release
+	if _, left := cooldown("quest", "q-3"); left <= 0 {
+		t.Fatal("another event's release dropped q-1's lock")
+	}
+	release("quest", "q-1")
+	if taken, _ := cooldown("quest", "q-3"); !taken {
+		t.Fatal("a lock no retry passed was not given back")
+	}
+}

@@ -432,3 +432,118 @@ func TestWaitsPerUserAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentCopiesKeepTheCooldown: a game server sends copies of one claim (same
+// event id and action_id) at once, as overlapping retries do. One copy takes the action's
+// lock, the others pass it as retries; when the outbox accepts another copy than the one
+// that took the lock, that one is answered as a duplicate, and it must not give back the
+// lock its accepted sibling claims: a new claim of the action inside the cooldown is
+// still 429, and each claim is applied once. (Found racing: 1 to 5 rounds of 10 let the
+// second claim through.)
+func TestConcurrentCopiesKeepTheCooldown(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t) // points: action_cooldown 30 s, max_delta 100
+	clock := &testClock{}
+	clock.set(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)) // it stands still: every lock holds
+	svc := env.startWith(vars, clock.now)
+	tok := mintToken(t, "game-server", "server")
+	inc := func(event, action string) response {
+		return svc.do(t, http.MethodPost, "/v1/scores/increment", tok, fmt.Sprintf(
+			`{"user_id": "racer", "delta": 100, "event_id": %q, "timestamp": "2026-11-23T12:00:00Z", "action_id": %q}`, event, action))
+	}
+	const rounds, copies = 10, 8
+	for round := range rounds {
+		action, claim := fmt.Sprintf("chest-%d", round), fmt.Sprintf("r%d-claim", round)
+		answers := make(chan response, copies)
+		for range copies {
+			go func() { answers <- inc(claim, action) }()
+		}
+		for range copies {
+			if r := <-answers; r.status != 202 {
+				t.Errorf("round %d: a copy of the claim answered %d %s", round, r.status, r.raw)
+			}
+		}
+		if r := inc(fmt.Sprintf("r%d-again", round), action); r.status != 429 || r.body["error_code"] != "cooldown_active" {
+			t.Errorf("round %d: a second claim of %s inside its cooldown: %d %s, want 429 cooldown_active", round, action, r.status, r.raw)
+		}
+	}
+	eventually(t, 30*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'racer'`); n != rounds {
+			return fmt.Sprintf("%d claims applied, want %d", n, rounds)
+		}
+		return ""
+	})
+}
+
+// TestRetryPassesACooldownTakenSince: an exact retry of an accepted claim, sent after the
+// action's cooldown ended and another claim took the lock again, is answered as the first
+// time (not 429 cooldown_active), spends none of the rate limit and is recorded as no
+// anomaly.
+func TestRetryPassesACooldownTakenSince(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t) // points: action_cooldown 30 s
+	vars["LEADERBOARD_RATE_LIMIT"] = "4/600s"
+	clock := &testClock{}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock.set(now)
+	svc := env.startWith(vars, clock.now)
+	tok, admin := mintToken(t, "quester"), mintToken(t, "ops", "admin")
+	inc := func(event, action string) response {
+		t.Helper()
+		return svc.do(t, http.MethodPost, "/v1/scores/increment", tok, fmt.Sprintf(
+			`{"user_id": "quester", "delta": 5, "event_id": %q, "timestamp": "2026-11-23T12:00:00Z", "action_id": %q}`, event, action))
+	}
+	for _, w := range []struct {
+		at            time.Duration
+		event, action string
+		status        int
+	}{
+		{0, "e-1", "quest", 202},
+		{31 * time.Second, "e-2", "quest", 202}, // the cooldown ended: a new claim takes the lock
+		{35 * time.Second, "e-1", "quest", 202}, // a retry of the first claim, inside the second's cooldown
+		{35 * time.Second, "e-3", "other", 202},
+		{35 * time.Second, "e-4", "other-2", 202}, // the 4th new write: the retry spent nothing
+		{35 * time.Second, "e-5", "other-3", 429},
+	} {
+		clock.set(now.Add(w.at))
+		if r := inc(w.event, w.action); r.status != w.status {
+			t.Fatalf("t+%s %s (%s): %d %s, want %d", w.at, w.event, w.action, r.status, r.raw, w.status)
+		}
+	}
+	eventually(t, 10*time.Second, func() string {
+		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=quester", admin, "")
+		if !strings.Contains(r.raw, `"rate_limited"`) {
+			return "e-5's refusal not recorded yet: " + r.raw
+		}
+		if strings.Contains(r.raw, "cooldown_active") {
+			t.Fatalf("the retry was recorded as a cooldown anomaly: %s", r.raw)
+		}
+		return ""
+	})
+}
+
+// TestConflictsSpendTheRateLimit: another body under an event id the player used is a new
+// write to the rate limit: each 409 spends one, and past the limit it is 429, so a player
+// cannot send such writes without end (each costs PostgreSQL a lookup and a transaction).
+// The exact retry still passes past the limit.
+func TestConflictsSpendTheRateLimit(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "3/600s"})
+	tok := mintToken(t, "flood")
+	for i, w := range []struct {
+		body   string
+		status int
+	}{
+		{`{"score": 1, "event_id": "seen"}`, 202},
+		{`{"score": 2, "event_id": "seen"}`, 409},
+		{`{"score": 3, "event_id": "seen"}`, 409},
+		{`{"score": 4, "event_id": "seen"}`, 429}, // the limit of 3 spent by the write and two conflicts
+		{`{"score": 1, "event_id": "seen"}`, 202}, // the exact retry passes past it
+		{`{"score": 5, "event_id": "new"}`, 429},
+	} {
+		if r := svc.submit(t, tok, w.body); r.status != w.status {
+			t.Fatalf("write %d %s: %d %s, want %d", i, w.body, r.status, r.raw, w.status)
+		}
+	}
+}
