@@ -232,3 +232,86 @@ func TestClosedPeriodFreezeFailureIsLogged(t *testing.T) {
 		t.Fatalf("freeze under the refusing trigger: %v", err)
 	}
 }
+
+// TestClosedPeriodRankReadsReadWhatTheyNeed: on a frozen period, the rank of a user costs
+// the entries above it, not the period, and the ranks of many users one pass over the
+// period, not one per user (a hundred of the last ranks of a closed day read the whole
+// day a hundred times: any player could keep PostgreSQL busy with friends reads). Counted
+// in tuples PostgreSQL read of board_entries and its indexes; the ranks agree with the
+// sorting reader's.
+func TestClosedPeriodRankReadsReadWhatTheyNeed(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	const board, period, n = "daily", "2026-11-01", 20000
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT $1, $2, 'u' || lpad(i::text, 5, '0'), i % 5000, i % 5000, 1, $3::timestamptz + (i % 7) * interval '1 s', $3
+		FROM generate_series(1, $4::int) i`, board, period, at(0), n); err != nil {
+		t.Fatal(err)
+	}
+	cfg := pool.Config().Copy()
+	cfg.MaxConns = 1 // its statistics are flushed on demand, before the reads below count them
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(one.Close)
+	closed := storage.NewRanks(one).Closed()
+	if _, err := closed.Freeze(ctx, board, period); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE board_entries`); err != nil {
+		t.Fatal(err)
+	}
+	read := func() int64 { // tuples read of board_entries and its indexes so far
+		t.Helper()
+		if _, err := one.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		var v int64
+		if err := pool.QueryRow(ctx, `SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'board_entries')
+			+ (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'board_entries')`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var last []string // the 100 lowest ranks: the scores 0 to 24 (i % 5000)
+	for i := 1; i <= n && len(last) < 100; i++ {
+		if i%5000 < 25 {
+			last = append(last, fmt.Sprintf("u%05d", i))
+		}
+	}
+	if _, err := closed.User(ctx, board, period, "u04999"); err != nil { // plans cached before counting
+		t.Fatal(err)
+	}
+	if _, err := closed.Users(ctx, board, period, last[:2]); err != nil {
+		t.Fatal(err)
+	}
+	before := read()
+	top, err := closed.User(ctx, board, period, "u19999") // score 4999, reached first of its ties
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read() - before; got > 200 {
+		t.Errorf("the rank of the first of %d entries read %d tuples, want what is above it (a few)", n, got)
+	}
+	before = read()
+	got, err := closed.Users(ctx, board, period, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tuples := read() - before; tuples > 3*n {
+		t.Errorf("the ranks of 100 users of a period of %d entries read %d tuples, want one pass (about %d)", n, tuples, n)
+	}
+	want, err := storage.NewRanks(pool).Users(ctx, board, period, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rankedUsers(got), rankedUsers(want); a != b || len(got) != 100 {
+		t.Errorf("ranks of the 100 users:\n%s\nwant the sorting reader's\n%s", a, b)
+	}
+	if mine, err := storage.NewRanks(pool).User(ctx, board, period, "u19999"); err != nil || mine.Rank != top.Rank || top.Rank > 4 {
+		t.Errorf("the first entry's rank %d, the sorting reader's %d (%v): want the same, among the first 4", top.Rank, mine.Rank, err)
+	}
+}
