@@ -99,12 +99,12 @@ func (g *Guard) refuse(w guarded, e *apiError, detail string) *apiError {
 	return e
 }
 
-// check decides whether a write may go on: nil, or the refusal to answer. The same write
-// again (retry: its event id and body were accepted before) is answered as the first time
-// whatever the backlog, a ban since, the rate or a cooldown another write of the action
-// took since would say: it adds nothing, and no refusal is counted or recorded. Another
-// body under a known event id (a 409 once it goes on) is a new write to the guard.
-func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiError {
+// check decides whether a write may go on: nil, or the refusal to answer. A write over
+// the rate, while the backlog is full or inside a cooldown another write of the action
+// took since goes on when retry tells it is a retry of a write accepted before (answered
+// as the first time, or 409; it adds nothing), and one of a user banned since when
+// sameRetry tells it is the same write again: no refusal then, counted or recorded.
+func (g *Guard) check(ctx context.Context, w *guarded, retry, sameRetry func() bool) *apiError {
 	if g == nil {
 		return errNoGuard
 	}
@@ -114,7 +114,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 	}
 	// A retry of a write accepted before the ban is answered as the first time: the write
 	// is kept (applied hidden), and a 403 would tell the game it was not.
-	if g.bans.Banned(w.userID) && (retry == nil || !retry()) {
+	if g.bans.Banned(w.userID) && (sameRetry == nil || !sameRetry()) {
 		return g.refuse(*w, &apiError{status: http.StatusForbidden, code: "user_banned", message: "user " + w.userID + " is banned"}, "")
 	}
 	switch e, again := g.rateLimit(ctx, w, retry); {
@@ -129,7 +129,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry func() bool) *apiEr
 		case err != nil:
 			return g.limiterDown(*w, err)
 		case left > 0 && retry != nil && retry():
-			return nil // the lock is another write's: this one takes none
+			return nil // the lock is another write's: this one takes none (a retry, or a 409)
 		case left > 0:
 			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "cooldown_active", retryAfter: left,
 				message: fmt.Sprintf("action %s is cooling down for %d more seconds", w.action, seconds(left))}, "action "+w.action)

@@ -215,33 +215,33 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 		s.answerSubmission(w, r, sub, submitted{}, err)
 		return
 	}
-	// A retry of a write accepted before (its event id and body) is answered as the first
-	// time, not refused by the guard, nor counted or recorded as refused. Asked at most once
-	// (a full backlog, a ban, the rate limit and a cooldown may all ask): a request log
-	// lookup in PostgreSQL, made only for a write about to be refused.
-	var seen *bool
-	retry := func() bool {
+	// A retry of a write accepted before is answered as the first time (or 409), not
+	// refused for the rate, a full backlog or a cooldown, nor counted or recorded as
+	// refused; one of a user banned since is answered as the first time when it is the same
+	// write (not 409). Asked at most once (a full backlog, a ban, the rate limit and a
+	// cooldown may all ask): a request log lookup in PostgreSQL, made only for a write about
+	// to be refused.
+	var seen *[2]bool
+	lookup := func() [2]bool {
 		if seen == nil {
-			same := s.submissions.Seen(r.Context(), prep)
-			seen = &same
+			a, b := s.submissions.Seen(r.Context(), prep)
+			seen = &[2]bool{a, b}
 		}
 		return *seen
 	}
-	if e := s.Guard.check(r.Context(), &gw, retry); e != nil {
+	retry := func() bool { return lookup()[0] }
+	sameRetry := func() bool { return lookup()[1] }
+	if e := s.Guard.check(r.Context(), &gw, retry, sameRetry); e != nil {
 		s.reject(w, r, b.ID, e, echoID)
 		return
 	}
 	res, err := s.submissions.Submit(r.Context(), prep)
-	conflict := errors.Is(err, errEventIDConflict)
-	if (err == nil && (res.Outcome == storage.Duplicate || res.Retry)) || conflict || errors.Is(err, errUnchangedEntryGone) {
-		// An event id seen before: no new write, and no action done (a retry naming another
-		// action_id took that action's lock). A retry spends no rate budget; another body
-		// under the event id (409) does, as any new write: else a player could send them
-		// without end.
+	if (err == nil && (res.Outcome == storage.Duplicate || res.Retry)) || errors.Is(err, errEventIDConflict) || errors.Is(err, errUnchangedEntryGone) {
+		// An event id seen before (a retry, answered as the first time, or 409): no new
+		// write, and no action done (a retry naming another action_id took that action's
+		// lock).
 		s.Guard.release(r.Context(), gw)
-		if !conflict {
-			s.Guard.refund(r.Context(), gw)
-		}
+		s.Guard.refund(r.Context(), gw)
 	}
 	// Any other error leaves the outcome unknown (a client that hung up while its command
 	// waited for the outbox, a commit whose answer was lost: the command may still be

@@ -215,15 +215,16 @@ func (s submission) againUnchanged(ctx context.Context, w submit, period string,
 	return submitted{Unchanged: true, Retry: true, Entry: cur, Period: period, At: at}, nil
 }
 
-// Seen tells whether the request log holds the write (the client's own event id, with
-// this body) from an earlier request: a retry, which is answered as the first time even
-// when the guard would refuse a new write. False when the log cannot tell.
-func (s submission) Seen(ctx context.Context, p prepared) bool {
+// Seen tells whether the request log holds the write's event id (the client's own) from
+// an earlier request: a retry, which is answered as the first time (or 409) even when the
+// rate limit would refuse a new write; same when with this body (not a 409). False when
+// the log cannot tell.
+func (s submission) Seen(ctx context.Context, p prepared) (seen, same bool) {
 	if !p.ClientEventID {
-		return false
+		return false, false
 	}
 	outcome, err := s.requests.Check(ctx, p.UserID, p.EventID, bodyHash(p.submit))
-	return err == nil && outcome == storage.Duplicate
+	return err == nil, err == nil && outcome == storage.Duplicate
 }
 
 // mayBeUnchanged tells whether the write can leave its entry as it is at all: a best score

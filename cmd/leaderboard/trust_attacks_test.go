@@ -521,29 +521,3 @@ func TestRetryPassesACooldownTakenSince(t *testing.T) {
 		return ""
 	})
 }
-
-// TestConflictsSpendTheRateLimit: another body under an event id the player used is a new
-// write to the rate limit: each 409 spends one, and past the limit it is 429, so a player
-// cannot send such writes without end (each costs PostgreSQL a lookup and a transaction).
-// The exact retry still passes past the limit.
-func TestConflictsSpendTheRateLimit(t *testing.T) {
-	t.Parallel()
-	env := newTestEnv(t)
-	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "3/600s"})
-	tok := mintToken(t, "flood")
-	for i, w := range []struct {
-		body   string
-		status int
-	}{
-		{`{"score": 1, "event_id": "seen"}`, 202},
-		{`{"score": 2, "event_id": "seen"}`, 409},
-		{`{"score": 3, "event_id": "seen"}`, 409},
-		{`{"score": 4, "event_id": "seen"}`, 429}, // the limit of 3 spent by the write and two conflicts
-		{`{"score": 1, "event_id": "seen"}`, 202}, // the exact retry passes past it
-		{`{"score": 5, "event_id": "new"}`, 429},
-	} {
-		if r := svc.submit(t, tok, w.body); r.status != w.status {
-			t.Fatalf("write %d %s: %d %s, want %d", i, w.body, r.status, r.raw, w.status)
-		}
-	}
-}
