@@ -87,7 +87,7 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	if err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected, 0); err != nil {
+	if _, err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected, 0, ""); err != nil {
 		return RebuildResult{}, err
 	}
 	out, err := swapScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},

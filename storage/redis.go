@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -107,6 +108,8 @@ type keys struct {
 	// held is the hash of users with an admin's adjustment or removal on its way (user ->
 	// event id; Boards.Hold).
 	held string
+	// loading is the set of the tokens of the loads on demand under way (loadScript).
+	loading string
 }
 
 func (b *Boards) keys(board, period string) keys {
@@ -117,7 +120,8 @@ func (b *Boards) buildKeys(board, period string) keys {
 	tag := b.prefix + ":{" + board + "}:"
 	base := tag + period + ":"
 	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
-		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~", held: base + "held"}
+		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~", held: base + "held",
+		loading: base + "loading"}
 }
 
 // maxKeyNames bounds keyNames: past it the names are forgotten and built again as used
@@ -252,40 +256,62 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 }
 
 // load is Load for about expected entries (0: unknown), which lets empty entry hashes start
-// with the buckets they need.
+// with the buckets they need. Its pages and its seal go on only while its token is in the
+// period's set of loads under way, which its first page adds: Redis losing its data
+// midway (a restart, a flush) empties the set with the pages written, and the load fails
+// (ErrUnavailable) instead of marking loaded a board without them; the next read or
+// write loads it again. Loads of one period by several processes do not stop each other.
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
-	if err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver}, next, expected, t.TTL); err != nil {
+	token := uuid.NewString()
+	pages, err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver, k.loading}, next, expected, t.TTL, token)
+	if err != nil {
 		return Top{}, err
 	}
-	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds()).Slice()
+	if pages == 0 { // an empty period: no page added the token, and none was lost
+		token = ""
+	}
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token).Slice()
 	if err != nil {
 		return Top{}, redisErr("load: seal", err)
+	}
+	if res[0].(int64) == -1 {
+		return Top{}, redisErr("load: seal", errLoadLost)
 	}
 	return parseTop(res[1], res[2], res[3])
 }
 
+// errLoadLost is a load on demand whose keys Redis lost midway.
+var errLoadLost = errors.New("the period's keys were lost from Redis during the load")
+
 // loadPages writes every page next returns into the given keys (z, u, n, m, their
-// removals' hash, and with a ttl their top and version counter: loadScript); expected is
-// about how many entries they bring (0: unknown). A ttl (not 0) gives the keys left a new
-// lifetime before the first page is written.
-func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64, ttl time.Duration) error {
-	for first := true; ; first = false {
+// removals' hash, and for a load on demand their top, version counter and set of loads
+// under way: loadScript); expected is about how many entries they bring (0: unknown). A
+// ttl (not 0) gives the keys left a new lifetime before the first page is written. A
+// token (a load on demand's) is checked by every page after the first, which adds it. It
+// returns how many pages it wrote.
+func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64, ttl time.Duration, token string) (int, error) {
+	for pages := 0; ; pages++ {
+		first := pages == 0
 		states, nicks, err := next()
 		if err != nil {
-			return err
+			return pages, err
 		}
 		if len(states) == 0 {
-			return nil
+			return pages, nil
 		}
-		args := make([]any, 0, 4+6*len(states))
-		pageTTL := int64(0)
+		args := make([]any, 0, 6+6*len(states))
+		pageTTL, firstPage := int64(0), 0
 		if first {
-			pageTTL = ttl.Milliseconds()
+			pageTTL, firstPage = ttl.Milliseconds(), 1
 		}
-		args = append(args, len(states), expected, pageTTL, time.Now().UnixMicro())
-		if err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Err(); err != nil {
-			return redisErr("load entries", err)
+		args = append(args, len(states), expected, pageTTL, time.Now().UnixMicro(), token, firstPage)
+		n, err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Int64()
+		if err != nil {
+			return pages, redisErr("load entries", err)
+		}
+		if n < 0 {
+			return pages, redisErr("load entries", errLoadLost)
 		}
 	}
 }

@@ -495,6 +495,66 @@ func TestBoardsLoadOnDemand(t *testing.T) {
 	}
 }
 
+// TestLoadFailsWhenRedisLosesItsPages: Redis loses its data (a restart, a flush) while a
+// load on demand writes its pages: the load fails as Redis being unavailable instead of
+// marking the period loaded without the pages written before the loss, whether the loss
+// comes between two pages or after the last one; the next load brings every entry. A load
+// of the same period by another process meanwhile does not stop it.
+func TestLoadFailsWhenRedisLosesItsPages(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := newTestRedis(t)
+	b, other := storage.NewBoards(rdb, prefix, 10), storage.NewBoards(rdb, prefix, 10)
+	ctx := testContext(t)
+	day := storage.Target{Board: "daily", Period: "2026-01-01"}
+	entry := func(i int) storage.EntryState {
+		return storage.EntryState{Board: "daily", Period: "2026-01-01", UserID: fmt.Sprint("u", i), Score: int64(i), SortKey: int64(i), Version: 1, ReachedAt: at(i), UpdatedAt: at(i)}
+	}
+	lose := func() {
+		for _, k := range rdb.Keys(ctx, prefix+":*").Val() {
+			rdb.Del(ctx, k)
+		}
+	}
+	// pages of two entries each, u1..u6; hook runs before page at (0: before the first).
+	pages := func(hook func(at int)) func() ([]storage.EntryState, map[string]string, error) {
+		i := 0
+		return func() ([]storage.EntryState, map[string]string, error) {
+			hook(i)
+			if i == 3 {
+				return nil, nil, nil
+			}
+			i++
+			return []storage.EntryState{entry(2*i - 1), entry(2 * i)}, nil, nil
+		}
+	}
+	for _, lostAt := range []int{1, 3} { // after the first page; after the last
+		_, err := b.Load(ctx, day, pages(func(at int) {
+			if at == lostAt {
+				lose()
+			}
+		}))
+		if !errors.Is(err, storage.ErrUnavailable) {
+			t.Fatalf("Redis lost the keys after page %d of the load: %v, want ErrUnavailable", lostAt, err)
+		}
+		if top, err := b.Top(ctx, "daily", "2026-01-01", 10); !errors.Is(err, storage.ErrNotLoaded) {
+			t.Fatalf("after a load whose pages Redis lost (after page %d): Top %+v, %v; want ErrNotLoaded", lostAt, top, err)
+		}
+	}
+	// Another process's load starts while this one is under way; both complete.
+	top, err := b.Load(ctx, day, pages(func(at int) {
+		if at == 2 {
+			if _, err := other.Load(ctx, day, pages(func(int) {})); err != nil {
+				t.Errorf("the other process's load: %v", err)
+			}
+		}
+	}))
+	if err != nil || len(top.Entries) != 6 {
+		t.Fatalf("a load after the losses: %d entries, %v; want all 6", len(top.Entries), err)
+	}
+	if e, err := b.User(ctx, "daily", "2026-01-01", "u1"); err != nil || e.Rank != 6 {
+		t.Fatalf("u1, of the first page: %+v, %v", e, err)
+	}
+}
+
 // TestBoardsVersionsRiseAcrossPeriods: every period of a board draws its top versions from
 // one counter, so a new period's top is newer than anything an older period showed.
 func TestBoardsVersionsRiseAcrossPeriods(t *testing.T) {

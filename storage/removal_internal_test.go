@@ -221,7 +221,7 @@ func TestRemovalDuringRebuildStaysRemoved(t *testing.T) {
 		}
 		return s, n, err
 	}
-	if err := f.b.loadPages(f.ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, hooked, 2, 0); err != nil {
+	if _, err := f.b.loadPages(f.ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, hooked, 2, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := swapScript.Run(f.ctx, f.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
