@@ -64,21 +64,17 @@ func (l *Limiter) Refund(ctx context.Context, subject string, n int, per time.Du
 	return nil
 }
 
-// cooldownScript takes an action's lock: KEYS[1] holds "until µs|event id", or "until
-// µs*|event id" once a retry passed it. It answers the µs the lock still holds, 0 when
-// taken, or -1 when the event holding it is retried (it passes; the lock stays the first
-// attempt's, marked: that attempt no longer gives it back, as the write accepted under the
-// event id may be the retry's). ARGV: now µs, until µs, event id, key lifetime ms.
+// cooldownScript takes an action's lock: KEYS[1] holds "until µs|event id". It answers the
+// µs the lock still holds, 0 when taken, or -1 when the event holding it is retried (it
+// passes; the lock stays the first attempt's). ARGV: now µs, until µs, event id, key
+// lifetime ms.
 var cooldownScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
-  local held, mark, holder = string.match(v, '^(%d+)(%*?)|(.*)$')
+  local held, holder = string.match(v, '^(%d+)|(.*)$')
   local left = tonumber(held) - tonumber(ARGV[1])
   if left > 0 then
-    if holder == ARGV[3] then
-      if mark == '' then redis.call('SET', KEYS[1], held .. '*|' .. holder, 'KEEPTTL') end
-      return -1
-    end
+    if holder == ARGV[3] then return -1 end
     return left
   end
 end
@@ -86,14 +82,10 @@ redis.call('SET', KEYS[1], ARGV[2] .. '|' .. ARGV[3], 'PX', ARGV[4])
 return 0
 `)
 
-// releaseScript drops an action's lock if the event still holds it and no retry of the
-// event passed it. KEYS[1]; ARGV: event id.
+// releaseScript drops an action's lock if the event still holds it. KEYS[1]; ARGV: event id.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v then
-  local _, mark, holder = string.match(v, '^(%d+)(%*?)|(.*)$')
-  if holder == ARGV[1] and mark == '' then redis.call('DEL', KEYS[1]) end
-end
+if v and string.match(v, '^%d+|(.*)$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 `)
 
@@ -104,7 +96,7 @@ func (l *Limiter) cooldownKey(board, userID, action string) string {
 // Cooldown takes the lock of a user's action on a board for d from now, for eventID:
 // taken, or how long the lock still holds (left > 0: refused). A retry with the event id
 // that took the lock passes without taking it (taken false, left 0): giving it back is the
-// first attempt's to do, not the retry's, and the first attempt no longer does.
+// first attempt's to do, not the retry's.
 func (l *Limiter) Cooldown(ctx context.Context, board, userID, action, eventID string, d time.Duration, now time.Time) (taken bool, left time.Duration, err error) {
 	until := now.Add(d)
 	// The key outlives the lock a little; the lock's end is the stored time, on the caller's clock.
@@ -116,9 +108,7 @@ func (l *Limiter) Cooldown(ctx context.Context, board, userID, action, eventID s
 	return us == 0, time.Duration(max(us, 0)) * time.Microsecond, nil
 }
 
-// Release drops the lock eventID took (its write added nothing: refused, or the event id
-// was accepted before), unless a retry of the event passed the lock meanwhile: the write
-// accepted under the event id may then be that retry, and the lock is its claim.
+// Release drops the lock eventID took (the write was not accepted after all).
 func (l *Limiter) Release(ctx context.Context, board, userID, action, eventID string) error {
 	err := releaseScript.Run(ctx, l.rdb, []string{l.cooldownKey(board, userID, action)}, eventID).Err()
 	return redisErr("release cooldown "+strconv.Quote(action), err)
