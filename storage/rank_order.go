@@ -142,22 +142,3 @@ func rankArgs(board, period string, more pgx.NamedArgs) pgx.NamedArgs {
 	}
 	return args
 }
-
-// countAbove is SQL (for sql) counting the entries o of the board period ranked above the
-// position (k, r, u: SQL expressions), or above and at it with atToo. Frozen, it is three
-// ranges of the frozen rank index, so a rank costs what is above it, not the period: one
-// condition with ORs is no index range, and a read of the period's last ranks then
-// scanned it all per rank asked. Sorted (live periods have no rank index), one pass.
-func (o rankOrder) countAbove(k, r, u string, atToo bool) string {
-	cmp := " > "
-	if atToo {
-		cmp = " >= "
-	}
-	if !o.frozen {
-		return `(SELECT count(*) FROM visible_entries o WHERE {o.in}
-			AND ({o.k} > ` + k + ` OR ({o.k} = ` + k + ` AND ({o.r} < ` + r + ` OR ({o.r} = ` + r + ` AND o.user_id` + cmp + u + `)))))`
-	}
-	return `((SELECT count(*) FROM visible_entries o WHERE {o.in} AND {o.k} > ` + k + `)
-		+ (SELECT count(*) FROM visible_entries o WHERE {o.in} AND {o.k} = ` + k + ` AND {o.r} < ` + r + `)
-		+ (SELECT count(*) FROM visible_entries o WHERE {o.in} AND {o.k} = ` + k + ` AND {o.r} = ` + r + ` AND o.user_id` + cmp + u + `))`
-}

@@ -97,8 +97,13 @@ func (r *Ranks) User(ctx context.Context, board, period, userID string) (Entry, 
 			SELECT sort_key, score, reached_at, updated_at, metadata FROM visible_entries
 			WHERE board_id = @b AND period = @p AND user_id = @u
 		)
-		SELECT me.score, me.updated_at, me.metadata, 1 + `+order.countAbove("me.sort_key", "me.reached_at", "@u", false)+`
-		FROM me`), rankArgs(board, period, pgx.NamedArgs{"u": userID})).Scan(&e.Score, &e.UpdatedAt, &meta, &e.Rank)
+		SELECT me.score, me.updated_at, me.metadata, 1 + (
+			SELECT count(*) FROM visible_entries o
+			WHERE {o.in}
+			  AND ({o.k} > me.sort_key
+			    OR ({o.k} = me.sort_key AND {o.r} < me.reached_at)
+			    OR ({o.k} = me.sort_key AND {o.r} = me.reached_at AND o.user_id > @u))
+		) FROM me`), rankArgs(board, period, pgx.NamedArgs{"u": userID})).Scan(&e.Score, &e.UpdatedAt, &meta, &e.Rank)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}
