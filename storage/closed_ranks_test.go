@@ -321,3 +321,66 @@ func TestClosedPeriodRankReadsReadWhatTheyNeed(t *testing.T) {
 		t.Errorf("the first entry's rank %d, the sorting reader's %d (%v): want the same, among the first 4", top.Rank, mine.Rank, err)
 	}
 }
+
+// TestRankReadsSeeOneStateOfTheBoard: while the projector commits to PostgreSQL (Redis
+// down), a read of several statements (around a user; a page after a cursor) answers one
+// state of the board, as Redis's scripts do: here an entry crosses the user's back and
+// forth, and every answer is one of the board's two states (apart, answers listed the
+// entry twice, or left a gap in the ranks).
+func TestRankReadsSeeOneStateOfTheBoard(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	const board, period = "latest", "all_time"
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO board_entries (board_id, period, user_id, score, sort_key, version, reached_at, updated_at)
+		SELECT $1, $2, u, s, s, 1, $3, $3 FROM (VALUES ('a', 90), ('b', 80), ('me', 50), ('c', 30), ('d', 20), ('f', 60)) v(u, s)`,
+		board, period, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	ranks := storage.NewRanks(pool)
+	mine, err := ranks.Users(ctx, board, period, []string{"me"})
+	if err != nil || len(mine) != 1 {
+		t.Fatalf("me: %+v, %v", mine, err)
+	}
+	flipping, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(flipping)
+		for v := 40; ; v = 100 - v { // f at 40, then 60, ...: below me, then above
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := pool.Exec(ctx, `UPDATE board_entries SET score = $3, sort_key = $3, version = version + 1
+				WHERE board_id = $1 AND period = $2 AND user_id = 'f'`, board, period, v); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	valid := map[string]bool{
+		"3:f 4:me 5:c": true, "5:c 6:d": true, // f at 60
+		"2:b 3:me 4:f": true, "4:f 5:c 6:d": true, // f at 40
+	}
+	seen := map[string]int{}
+	for range 300 {
+		_, around, err := ranks.Around(ctx, board, period, "me", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[rankedUsers(around)]++
+		page, err := ranks.Page(ctx, board, period, &mine[0].Position, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[rankedUsers(page)]++
+	}
+	close(stop)
+	<-flipping
+	for answer, n := range seen {
+		if !valid[answer] {
+			t.Errorf("%d answers of no state of the board: [%s]", n, answer)
+		}
+	}
+}

@@ -145,36 +145,62 @@ func parseEntries(flat []any, first int64) ([]Entry, error) {
 const rankedAbove = `{o.in}
 	AND ({o.k} > @s OR ({o.k} = @s AND ({o.r} < @r OR ({o.r} = @r AND o.user_id > @u))))`
 
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// inSnapshot runs a read of several statements in one read-only REPEATABLE READ
+// transaction: they see one state of the board, as a Redis script does. (Apart, a
+// projector's commit between them gave answers of no state the board was ever in: a
+// user twice in one around-me list, a page with a gap in its ranks.)
+func (r *Ranks) inSnapshot(ctx context.Context, read func(q querier) error) error {
+	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return unavailable("begin a read", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // it wrote nothing
+	return read(tx)
+}
+
 // Page is Boards.Page read from PostgreSQL.
 func (r *Ranks) Page(ctx context.Context, board, period string, after *Position, size int) ([]Entry, error) {
 	order, err := r.order(ctx, board, period)
 	if err != nil {
 		return nil, err
 	}
-	var rows pgx.Rows
-	first := int64(0)
 	if after == nil {
-		rows, err = r.pool.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		rows, err := r.pool.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
 			WHERE {e.in}
 			ORDER BY {e.order} LIMIT @n`), rankArgs(board, period, pgx.NamedArgs{"n": size}))
-	} else {
-		reached, user, perr := after.parse()
-		if perr != nil {
-			return nil, perr
-		}
-		args := rankArgs(board, period, pgx.NamedArgs{"s": after.SortKey, "r": reached, "u": user, "n": size})
-		if err := r.pool.QueryRow(ctx, order.sql(`SELECT count(*) FROM visible_entries o WHERE (`+rankedAbove+`) OR (`+atPosition+`)`), args).Scan(&first); err != nil {
+		if err != nil {
 			return nil, unavailable("page from postgres", err)
 		}
-		rows, err = r.pool.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		return collectRanked(rows, 0)
+	}
+	reached, user, err := after.parse()
+	if err != nil {
+		return nil, err
+	}
+	args := rankArgs(board, period, pgx.NamedArgs{"s": after.SortKey, "r": reached, "u": user, "n": size})
+	var page []Entry
+	err = r.inSnapshot(ctx, func(q querier) error {
+		var first int64
+		if err := q.QueryRow(ctx, order.sql(`SELECT count(*) FROM visible_entries o WHERE (`+rankedAbove+`) OR (`+atPosition+`)`), args).Scan(&first); err != nil {
+			return unavailable("page from postgres", err)
+		}
+		rows, err := q.Query(ctx, order.sql(`SELECT `+rankedColumns+` FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
 			WHERE {e.in}
 			  AND ({e.k} < @s OR ({e.k} = @s AND ({e.r} > @r OR ({e.r} = @r AND e.user_id < @u))))
 			ORDER BY {e.order} LIMIT @n`), args)
-	}
-	if err != nil {
-		return nil, unavailable("page from postgres", err)
-	}
-	return collectRanked(rows, first)
+		if err != nil {
+			return unavailable("page from postgres", err)
+		}
+		page, err = collectRanked(rows, first)
+		return err
+	})
+	return page, err
 }
 
 // atPosition is "entry o of the board period stands exactly at the position".
@@ -182,7 +208,22 @@ const atPosition = `{o.in} AND {o.k} = @s AND {o.r} = @r AND o.user_id = @u`
 
 // Around is Boards.Around read from PostgreSQL.
 func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int) (Entry, []Entry, error) {
-	mine, err := r.Users(ctx, board, period, []string{userID})
+	order, err := r.order(ctx, board, period)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	var mine, before, after []Entry
+	err = r.inSnapshot(ctx, func(q querier) error {
+		var err error
+		if mine, err = r.users(ctx, q, order, board, period, []string{userID}); err != nil || len(mine) == 0 {
+			return err
+		}
+		if before, err = r.neighbours(ctx, q, order, board, period, userID, n, true); err != nil {
+			return err
+		}
+		after, err = r.neighbours(ctx, q, order, board, period, userID, n, false)
+		return err
+	})
 	if err != nil {
 		return Entry{}, nil, err
 	}
@@ -190,14 +231,6 @@ func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int)
 		return Entry{}, nil, ErrNotFound
 	}
 	me := mine[0]
-	before, err := r.neighbours(ctx, board, period, userID, n, true)
-	if err != nil {
-		return Entry{}, nil, err
-	}
-	after, err := r.neighbours(ctx, board, period, userID, n, false)
-	if err != nil {
-		return Entry{}, nil, err
-	}
 	around := make([]Entry, 0, len(before)+1+len(after))
 	for i := len(before) - 1; i >= 0; i-- { // nearest first: reverse into rank order
 		before[i].Rank = me.Rank - int64(i+1)
@@ -211,18 +244,14 @@ func (r *Ranks) Around(ctx context.Context, board, period, userID string, n int)
 }
 
 // neighbours reads up to n entries just above (or below) a user's, nearest first.
-func (r *Ranks) neighbours(ctx context.Context, board, period, userID string, n int, above bool) ([]Entry, error) {
-	order, err := r.order(ctx, board, period)
-	if err != nil {
-		return nil, err
-	}
+func (r *Ranks) neighbours(ctx context.Context, q querier, order rankOrder, board, period, userID string, n int, above bool) ([]Entry, error) {
 	by := "{e.order}"
 	cond := `({e.k} < me.sort_key OR ({e.k} = me.sort_key AND ({e.r} > me.reached_at OR ({e.r} = me.reached_at AND e.user_id < me.user_id))))`
 	if above {
 		by = "{e.rorder}"
 		cond = `({e.k} > me.sort_key OR ({e.k} = me.sort_key AND ({e.r} < me.reached_at OR ({e.r} = me.reached_at AND e.user_id > me.user_id))))`
 	}
-	rows, err := r.pool.Query(ctx, order.sql(`
+	rows, err := q.Query(ctx, order.sql(`
 		WITH me AS (SELECT sort_key, reached_at, user_id FROM visible_entries WHERE board_id = @b AND period = @p AND user_id = @u)
 		SELECT `+rankedColumns+` FROM me, visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
 		WHERE {e.in} AND `+cond+`
@@ -242,6 +271,10 @@ func (r *Ranks) Users(ctx context.Context, board, period string, userIDs []strin
 	if err != nil {
 		return nil, err
 	}
+	return r.users(ctx, r.pool, order, board, period, userIDs)
+}
+
+func (r *Ranks) users(ctx context.Context, db querier, order rankOrder, board, period string, userIDs []string) ([]Entry, error) {
 	q := `SELECT ` + rankedColumns + `, 1 + (
 			SELECT count(*) FROM visible_entries o
 			WHERE {o.in}
@@ -255,7 +288,7 @@ func (r *Ranks) Users(ctx context.Context, board, period string, userIDs []strin
 		LEFT JOIN users u ON u.user_id = e.user_id
 		WHERE x.user_id = ANY(@ids)`
 	}
-	rows, err := r.pool.Query(ctx, order.sql(q), rankArgs(board, period, pgx.NamedArgs{"ids": userIDs}))
+	rows, err := db.Query(ctx, order.sql(q), rankArgs(board, period, pgx.NamedArgs{"ids": userIDs}))
 	if err != nil {
 		return nil, unavailable("users from postgres", err)
 	}
