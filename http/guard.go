@@ -70,9 +70,10 @@ type guarded struct {
 	subject string
 	// action is an increment's action_id ("" for none); cooling is set by check when
 	// this write took the action's cooldown lock (a retry of the write holding it does
-	// not), which release gives back.
+	// not), which release gives back; tookAt is the real time just before it took it.
 	action  string
 	cooling bool
+	tookAt  time.Time
 	// spent[:nspent] are the rate budgets check spent a write of, which refund gives back.
 	spent  [2]spentBudget
 	nspent int
@@ -124,6 +125,7 @@ func (g *Guard) check(ctx context.Context, w *guarded, retry, sameRetry func() b
 		return e
 	}
 	if w.action != "" && w.board.ActionCooldown > 0 {
+		w.tookAt = time.Now()
 		taken, left, err := g.limits.Cooldown(ctx, w.board.Key(), w.userID, w.action, w.eventID, w.board.ActionCooldown, g.now())
 		switch {
 		case err != nil:

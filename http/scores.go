@@ -238,15 +238,31 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	res, err := s.submissions.Submit(r.Context(), prep)
 	if (err == nil && (res.Outcome == storage.Duplicate || res.Retry)) || errors.Is(err, errEventIDConflict) || errors.Is(err, errUnchangedEntryGone) {
 		// An event id seen before (a retry, answered as the first time, or 409): no new
-		// write, and no action done (a retry naming another action_id took that action's
-		// lock).
-		s.Guard.release(r.Context(), gw)
+		// write, and no action done by this one (a retry naming another action_id took that
+		// action's lock, a retry of a claim whose cooldown ended took it again), unless the
+		// write accepted under the event id is a copy of this one sent at the same time,
+		// which passed the lock as this one's retry: accepted after this one took the lock.
+		if !s.claimedSince(r.Context(), gw) {
+			s.Guard.release(r.Context(), gw)
+		}
 		s.Guard.refund(r.Context(), gw)
 	}
 	// Any other error leaves the outcome unknown (a client that hung up while its command
 	// waited for the outbox, a commit whose answer was lost: the command may still be
 	// accepted), so the lock stays: the retry with the same event id it asks for holds it.
 	s.answerSubmission(w, r, sub, res, err)
+}
+
+// claimedSince tells whether the write took its action's lock and the write accepted
+// under its event id was accepted since (false when the request log cannot tell: the lock
+// is given back, as it was before). The comparison is of the API's clock with
+// PostgreSQL's: a skew larger than the moment between the two copies gives the lock back.
+func (s *server) claimedSince(ctx context.Context, gw guarded) bool {
+	if !gw.cooling {
+		return false
+	}
+	at, err := s.Requests.AcceptedAt(context.WithoutCancel(ctx), gw.userID, gw.eventID)
+	return err == nil && !at.Before(gw.tookAt)
 }
 
 // reject answers a write refused for its input.

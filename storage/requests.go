@@ -264,6 +264,17 @@ func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board, period
 	return ok, unavailable("pending", err)
 }
 
+// AcceptedAt returns when a user's event id was recorded (PostgreSQL's clock), or
+// ErrNotFound.
+func (r *RequestLog) AcceptedAt(ctx context.Context, userID, eventID string) (time.Time, error) {
+	var at time.Time
+	err := r.pool.QueryRow(ctx, `SELECT accepted_at FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, ErrNotFound
+	}
+	return at, unavailable("accepted at", err)
+}
+
 // IsApplied reports whether a user's event has been applied to PostgreSQL.
 func (r *RequestLog) IsApplied(ctx context.Context, userID, eventID string) (bool, error) {
 	var ok bool

@@ -433,6 +433,74 @@ func TestWaitsPerUserAreBounded(t *testing.T) {
 	}
 }
 
+// TestConcurrentCopiesKeepTheCooldown: a game server sends copies of one claim (same
+// event id and action_id) at once, as overlapping retries do. One copy takes the action's
+// lock, the others pass it as retries; when the outbox accepts another copy than the one
+// that took the lock, that one is answered as a duplicate, and it must not give back the
+// lock its accepted sibling claims: a new claim of the action inside the cooldown is
+// still 429, and each claim is applied once. (Found racing: 1 to 5 rounds of 10 let the
+// second claim through.) Copies of a claim whose cooldown had ended, all answered as
+// duplicates, leave the action free: the next claim is accepted.
+func TestConcurrentCopiesKeepTheCooldown(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t) // points: action_cooldown 30 s, max_delta 100
+	clock := &testClock{}
+	clock.set(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)) // it stands still: every lock holds
+	svc := env.startWith(vars, clock.now)
+	tok := mintToken(t, "game-server", "server")
+	inc := func(event, action string) response {
+		return svc.do(t, http.MethodPost, "/v1/scores/increment", tok, fmt.Sprintf(
+			`{"user_id": "racer", "delta": 100, "event_id": %q, "timestamp": "2026-11-23T12:00:00Z", "action_id": %q}`, event, action))
+	}
+	const rounds, copies = 10, 8
+	for round := range rounds {
+		action, claim := fmt.Sprintf("chest-%d", round), fmt.Sprintf("r%d-claim", round)
+		answers := make(chan response, copies)
+		for range copies {
+			go func() { answers <- inc(claim, action) }()
+		}
+		for range copies {
+			if r := <-answers; r.status != 202 {
+				t.Errorf("round %d: a copy of the claim answered %d %s", round, r.status, r.raw)
+			}
+		}
+		if r := inc(fmt.Sprintf("r%d-again", round), action); r.status != 429 || r.body["error_code"] != "cooldown_active" {
+			t.Errorf("round %d: a second claim of %s inside its cooldown: %d %s, want 429 cooldown_active", round, action, r.status, r.raw)
+		}
+	}
+	eventually(t, 30*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'racer'`); n != rounds {
+			return fmt.Sprintf("%d claims applied, want %d", n, rounds)
+		}
+		return ""
+	})
+
+	// Copies of an old claim, its cooldown over: they take the lock again and give it back.
+	for round := range 3 {
+		action, claim := fmt.Sprintf("chest-%d", round), fmt.Sprintf("r%d-claim", round)
+		clock.set(time.Date(2026, 11, 23, 12, 0, 31, 0, time.UTC))
+		answers := make(chan response, copies)
+		for range copies {
+			go func() { answers <- inc(claim, action) }()
+		}
+		for range copies {
+			if r := <-answers; r.status != 202 {
+				t.Errorf("round %d: a copy of the old claim answered %d %s", round, r.status, r.raw)
+			}
+		}
+		if r := inc(fmt.Sprintf("r%d-next", round), action); r.status != 202 {
+			t.Errorf("round %d: a new claim after copies of an old one whose cooldown ended: %d %s, want 202", round, r.status, r.raw)
+		}
+		clock.set(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	}
+	eventually(t, 30*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'racer'`); n != rounds+3 {
+			return fmt.Sprintf("%d claims applied, want %d", n, rounds+3)
+		}
+		return ""
+	})
+}
+
 // TestRetryPassesACooldownTakenSince: an exact retry of an accepted claim, sent after the
 // action's cooldown ended and another claim took the lock again, is answered as the first
 // time (not 429 cooldown_active), spends none of the rate limit and is recorded as no
