@@ -239,10 +239,11 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	if (err == nil && (res.Outcome == storage.Duplicate || res.Retry)) || errors.Is(err, errEventIDConflict) || errors.Is(err, errUnchangedEntryGone) {
 		// An event id seen before (a retry, answered as the first time, or 409): no new
 		// write, and no action done by this one (a retry naming another action_id took that
-		// action's lock, a retry of a claim whose cooldown ended took it again), unless the
-		// write accepted under the event id is a copy of this one sent at the same time,
-		// which passed the lock as this one's retry: accepted after this one took the lock.
-		if !s.claimedSince(r.Context(), gw) {
+		// action's lock, a retry of a claim whose cooldown ended took it again), unless it is
+		// a duplicate of a copy sent at the same time, which passed the lock as this one's
+		// retry: accepted after this one took the lock. (A 409's accepted write has another
+		// body: it gives the lock back.)
+		if errors.Is(err, errEventIDConflict) || !s.claimedSince(r.Context(), gw) {
 			s.Guard.release(r.Context(), gw)
 		}
 		s.Guard.refund(r.Context(), gw)
@@ -253,16 +254,22 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 	s.answerSubmission(w, r, sub, res, err)
 }
 
-// claimedSince tells whether the write took its action's lock and the write accepted
-// under its event id was accepted since (false when the request log cannot tell: the lock
-// is given back, as it was before). The comparison is of the API's clock with
-// PostgreSQL's: a skew larger than the moment between the two copies gives the lock back.
+// claimedSince tells whether the write took its action's lock and a copy of it, sent at
+// the same time, was accepted since: the event id recorded after the lock was taken (a
+// retry of a claim whose cooldown had ended finds it recorded before). Measured on
+// PostgreSQL's clock back from now by the time elapsed since the take (the monotonic
+// clock), so the API's and PostgreSQL's clocks need not agree; the query's trip makes the
+// take look later than it was, by well under the milliseconds between a copy's take and
+// its sibling's acceptance. False when the request log cannot tell in 2 s: the lock is
+// given back.
 func (s *server) claimedSince(ctx context.Context, gw guarded) bool {
 	if !gw.cooling {
 		return false
 	}
-	at, err := s.Requests.AcceptedAt(context.WithoutCancel(ctx), gw.userID, gw.eventID)
-	return err == nil && !at.Before(gw.tookAt)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	ok, err := s.Requests.AcceptedWithin(ctx, gw.userID, gw.eventID, time.Since(gw.tookAt))
+	return err == nil && ok
 }
 
 // reject answers a write refused for its input.

@@ -264,15 +264,16 @@ func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board, period
 	return ok, unavailable("pending", err)
 }
 
-// AcceptedAt returns when a user's event id was recorded (PostgreSQL's clock), or
-// ErrNotFound.
-func (r *RequestLog) AcceptedAt(ctx context.Context, userID, eventID string) (time.Time, error) {
-	var at time.Time
-	err := r.pool.QueryRow(ctx, `SELECT accepted_at FROM score_requests WHERE user_id = $1 AND event_id = $2`, userID, eventID).Scan(&at)
+// AcceptedWithin tells whether a user's event id was recorded within the last d, by
+// PostgreSQL's clock alone; ErrNotFound when it was never recorded.
+func (r *RequestLog) AcceptedWithin(ctx context.Context, userID, eventID string, d time.Duration) (bool, error) {
+	var ok bool
+	err := r.pool.QueryRow(ctx, `SELECT accepted_at >= now() - make_interval(secs => $3) FROM score_requests WHERE user_id = $1 AND event_id = $2`,
+		userID, eventID, d.Seconds()).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, ErrNotFound
+		return false, ErrNotFound
 	}
-	return at, unavailable("accepted at", err)
+	return ok, unavailable("accepted within", err)
 }
 
 // IsApplied reports whether a user's event has been applied to PostgreSQL.

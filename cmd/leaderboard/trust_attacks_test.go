@@ -501,6 +501,50 @@ func TestConcurrentCopiesKeepTheCooldown(t *testing.T) {
 	})
 }
 
+// TestConflictingCopyGivesItsLockBack: two writes under one event id sent at once, with
+// other values and actions: the one answered 409 gives back the lock of its action (no
+// claim of it was accepted), the accepted one keeps its own.
+func TestConflictingCopyGivesItsLockBack(t *testing.T) {
+	t.Parallel()
+	env, vars := trustEnv(t) // points: action_cooldown 30 s
+	clock := &testClock{}
+	clock.set(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	svc := env.startWith(vars, clock.now)
+	tok := mintToken(t, "game-server", "server")
+	inc := func(event, action string, delta int) response {
+		return svc.do(t, http.MethodPost, "/v1/scores/increment", tok, fmt.Sprintf(
+			`{"user_id": "racer", "delta": %d, "event_id": %q, "timestamp": "2026-11-23T12:00:00Z", "action_id": %q}`, delta, event, action))
+	}
+	for round := range 5 {
+		event := fmt.Sprintf("c%d", round)
+		actions := []string{fmt.Sprintf("x-%d", round), fmt.Sprintf("y-%d", round)}
+		answers := make(chan int, 2)
+		for i, action := range actions {
+			go func() { answers <- 10*(i+1) + 1000*inc(event, action, 10*(i+1)).status }()
+		}
+		won := ""
+		for range 2 {
+			a := <-answers
+			switch a / 1000 {
+			case 202:
+				won = actions[a%1000/10-1]
+			case 409:
+			default:
+				t.Fatalf("round %d: answered %d", round, a/1000)
+			}
+		}
+		for _, action := range actions {
+			want := 202
+			if action == won {
+				want = 429
+			}
+			if r := inc(event+"-"+action, action, 1); r.status != want {
+				t.Errorf("round %d: a new claim of %s (the accepted write's: %s): %d %s, want %d", round, action, won, r.status, r.raw, want)
+			}
+		}
+	}
+}
+
 // TestRetryPassesACooldownTakenSince: an exact retry of an accepted claim, sent after the
 // action's cooldown ended and another claim took the lock again, is answered as the first
 // time (not 429 cooldown_active), spends none of the rate limit and is recorded as no
