@@ -108,7 +108,8 @@ type keys struct {
 	// held is the hash of users with an admin's adjustment or removal on its way (user ->
 	// event id; Boards.Hold).
 	held string
-	// loading is the set of the tokens of the loads on demand under way (loadScript).
+	// loading is the hash of the loads on demand under way: token -> pages written
+	// (loadScript).
 	loading string
 }
 
@@ -256,10 +257,10 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 }
 
 // load is Load for about expected entries (0: unknown), which lets empty entry hashes start
-// with the buckets they need. Its pages and its seal go on only while its token is in the
-// period's set of loads under way, which its first page adds: Redis losing its data
-// midway (a restart, a flush) empties the set with the pages written, and the load fails
-// (ErrUnavailable) instead of marking loaded a board without them; the next read or
+// with the buckets they need. Each page and the seal go on only while Redis counts every
+// page of the load before them (loadScript): Redis losing its data midway (a restart, a
+// flush) or coming back with an older copy loses the count with the pages, and the load
+// fails (ErrUnavailable) instead of marking loaded a board without them; the next read or
 // write loads it again. Loads of one period by several processes do not stop each other.
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
@@ -271,7 +272,7 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 	if pages == 0 { // an empty period: no page added the token, and none was lost
 		token = ""
 	}
-	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token).Slice()
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
 	if err != nil {
 		return Top{}, redisErr("load: seal", err)
 	}
@@ -288,7 +289,7 @@ var errLoadLost = errors.New("the period's keys were lost from Redis during the 
 // removals' hash, and for a load on demand their top, version counter and set of loads
 // under way: loadScript); expected is about how many entries they bring (0: unknown). A
 // ttl (not 0) gives the keys left a new lifetime before the first page is written. A
-// token (a load on demand's) is checked by every page after the first, which adds it. It
+// token (a load on demand's) has Redis count the pages, each checking the count. It
 // returns how many pages it wrote.
 func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]EntryState, map[string]string, error), expected int64, ttl time.Duration, token string) (int, error) {
 	for pages := 0; ; pages++ {
@@ -301,11 +302,11 @@ func (b *Boards) loadPages(ctx context.Context, dst []string, next func() ([]Ent
 			return pages, nil
 		}
 		args := make([]any, 0, 6+6*len(states))
-		pageTTL, firstPage := int64(0), 0
+		pageTTL := int64(0)
 		if first {
-			pageTTL, firstPage = ttl.Milliseconds(), 1
+			pageTTL = ttl.Milliseconds()
 		}
-		args = append(args, len(states), expected, pageTTL, time.Now().UnixMicro(), token, firstPage)
+		args = append(args, len(states), expected, pageTTL, time.Now().UnixMicro(), token, pages)
 		n, err := loadScript.Run(ctx, b.rdb, dst, entryArgs(args, states, nicks)...).Int64()
 		if err != nil {
 			return pages, redisErr("load entries", err)

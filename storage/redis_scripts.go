@@ -343,20 +343,21 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now,
 // out. Given a ttl (the first page of a load on demand), it first gives every key the
 // period has left a new deadline a ttl away (expireLua): keys about to expire would
 // otherwise vanish between the load's pages and its seal, which would then mark a board
-// loaded with entries missing. Given a token (a load on demand), the first page adds it to
-// the set of loads under way, and a later page writes nothing and answers -1 unless the
-// token is still there (Redis lost the keys since: the pages before are gone too).
-// KEYS: z, u, n, m, removals, top, ver, loads under way. ARGV: count, the number of
-// entries the whole load brings (to size empty entry hashes), ttl ms (0: none), now µs,
-// token (empty for a rebuild's shadow), 1 on the first page, then entries as apply's.
+// loaded with entries missing. Given a token (a load on demand), it counts the load's pages
+// in the hash of loads under way (token -> pages written), and a page writes nothing and
+// answers -1 unless the count says every page before it is there: Redis that lost the
+// keys, or came back with an older copy of them (a restart from its append-only file, a
+// failover), lost the count with the pages, as a script's writes go to the file and the
+// replicas together. KEYS: z, u, n, m, removals, top, ver, loads under way. ARGV: count,
+// the number of entries the whole load brings (to size empty entry hashes), ttl ms (0:
+// none), now µs, token (empty for a rebuild's shadow), the page's number from 0, then
+// entries as apply's.
 var loadScript = redis.NewScript(entryHashesLua + upsertLua + expireLua + `
 local count, ttl, token = tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[5]
 if token ~= '' then
-  if ARGV[6] == '1' then
-    redis.call('SADD', KEYS[8], token)
-  elseif redis.call('SISMEMBER', KEYS[8], token) == 0 then
-    return -1
-  end
+  local page = tonumber(ARGV[6])
+  if page > 0 and tonumber(redis.call('HGET', KEYS[8], token) or '-1') ~= page then return -1 end
+  redis.call('HSET', KEYS[8], token, page + 1)
   redis.call('PEXPIRE', KEYS[8], 600000)
 end
 local o = hashes(KEYS[2])
@@ -373,13 +374,16 @@ end
 return count
 `)
 
-// sealScript ends a load on demand: unless Redis lost the load's token (and its pages) it
-// takes the token out of the loads under way, computes the top (which marks the board
-// loaded) with a new version and sets the keys' lifetime; else it answers {-1}.
-// KEYS: z, u, n, m, top, ver, loads under way. ARGV: topN, now µs, ttl ms, token (empty
-// for a load that wrote no page).
+// sealScript ends a load on demand: unless Redis lost pages of the load (its count of
+// them is not the load's) it takes the token out of the loads under way, computes the top
+// (which marks the board loaded) with a new version and sets the keys' lifetime; else it
+// answers {-1}. KEYS: z, u, n, m, top, ver, loads under way. ARGV: topN, now µs, ttl ms,
+// token (empty for a load that wrote no page), the pages the load wrote.
 var sealScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
-if ARGV[4] ~= '' and redis.call('SREM', KEYS[7], ARGV[4]) == 0 then return {-1} end
+if ARGV[4] ~= '' then
+  if tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '-1') ~= tonumber(ARGV[5]) then return {-1} end
+  redis.call('HDEL', KEYS[7], ARGV[4])
+end
 local o = hashes(KEYS[2])
 local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), ARGV[2], true)
 expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[3]), tonumber(ARGV[2]), true)

@@ -498,8 +498,9 @@ func TestBoardsLoadOnDemand(t *testing.T) {
 // TestLoadFailsWhenRedisLosesItsPages: Redis loses its data (a restart, a flush) while a
 // load on demand writes its pages: the load fails as Redis being unavailable instead of
 // marking the period loaded without the pages written before the loss, whether the loss
-// comes between two pages or after the last one; the next load brings every entry. A load
-// of the same period by another process meanwhile does not stop it.
+// comes between two pages or after the last one, and when Redis comes back with an older
+// copy of the keys; the next load brings every entry. A load of the same period by
+// another process meanwhile does not stop it.
 func TestLoadFailsWhenRedisLosesItsPages(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := newTestRedis(t)
@@ -539,6 +540,31 @@ func TestLoadFailsWhenRedisLosesItsPages(t *testing.T) {
 			t.Fatalf("after a load whose pages Redis lost (after page %d): Top %+v, %v; want ErrNotLoaded", lostAt, top, err)
 		}
 	}
+	// Redis comes back with an older copy of the keys (a restart from its append-only
+	// file, a failover to a lagging replica): as they were after the first page.
+	dumps := map[string]string{}
+	_, err := b.Load(ctx, day, pages(func(at int) {
+		switch at {
+		case 1:
+			for _, k := range rdb.Keys(ctx, prefix+":*").Val() {
+				dumps[k] = rdb.Dump(ctx, k).Val()
+			}
+		case 2:
+			lose()
+			for k, v := range dumps {
+				if err := rdb.Restore(ctx, k, 0, v).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}))
+	if !errors.Is(err, storage.ErrUnavailable) || len(dumps) == 0 {
+		t.Fatalf("Redis went back to its keys after page 1 of 3: %v (%d keys), want ErrUnavailable", err, len(dumps))
+	}
+	if top, err := b.Top(ctx, "daily", "2026-01-01", 10); !errors.Is(err, storage.ErrNotLoaded) {
+		t.Fatalf("after a load whose second page Redis lost: Top %+v, %v; want ErrNotLoaded", top, err)
+	}
+	lose()
 	// Another process's load starts while this one is under way; both complete.
 	top, err := b.Load(ctx, day, pages(func(at int) {
 		if at == 2 {
