@@ -282,11 +282,11 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 	return parseTop(res[1], res[2], res[3])
 }
 
-// errLoadLost is a load on demand whose keys Redis lost midway.
-var errLoadLost = errors.New("the period's keys were lost from Redis during the load")
+// errLoadLost is a load on demand some of whose pages Redis lost midway.
+var errLoadLost = errors.New("pages of the load were lost from Redis (a restart, a flush, an older copy of its data)")
 
 // loadPages writes every page next returns into the given keys (z, u, n, m, their
-// removals' hash, and for a load on demand their top, version counter and set of loads
+// removals' hash, and for a load on demand their top, version counter and hash of loads
 // under way: loadScript); expected is about how many entries they bring (0: unknown). A
 // ttl (not 0) gives the keys left a new lifetime before the first page is written. A
 // token (a load on demand's) has Redis count the pages, each checking the count. It
