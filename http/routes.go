@@ -142,21 +142,30 @@ func allowedMethods(routes chi.Routes, path string) []string {
 var knownMethods = []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut}
 
 // loopbackHostOnly refuses requests that do not name a loopback host (localhost,
-// 127.0.0.0/8, [::1]) in Host, and requests a proxy forwarded. It guards a service running
-// with the published development secret (which listens on a loopback address only): a web
-// page whose host name was made to resolve to 127.0.0.1 (DNS rebinding) reaches it from the
-// developer's browser as its own origin, and a reverse proxy on the same machine (nginx's
-// proxy_pass http://127.0.0.1:8080 names that Host) from anywhere; either could otherwise
-// mint tokens with the known secret and call the admin API.
+// 127.0.0.0/8, [::1]) in Host, and requests a proxy said it forwarded. It guards a service
+// running with the published development secret (which listens on a loopback address
+// only): a web page whose host name was made to resolve to 127.0.0.1 (DNS rebinding)
+// reaches it from the developer's browser as its own origin, and a reverse proxy on the
+// same machine that forwards the client's address from anywhere; either could otherwise
+// mint tokens with the known secret and call the admin API. A proxy or tunnel that adds
+// no forwarding header (nginx's bare proxy_pass names Host 127.0.0.1:8080 and nothing
+// more; socat; ssh -R) looks like a local client and is not refused: the README says so.
 func loopbackHostOnly(next http.Handler) http.Handler {
+	return LoopbackOnly("this service runs with the development secret", "set LEADERBOARD_JWT_SECRET", next)
+}
+
+// LoopbackOnly refuses, 403 in the API's error format, requests that do not name a
+// loopback host in Host and requests that carry a proxy's forwarding header; what says
+// why the listener answers only those, hint what to do instead.
+func LoopbackOnly(what, hint string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !configs.IsLoopback(withPort(r.Host)) {
-			writeError(w, r, http.StatusForbidden, "forbidden", "this service runs with the development secret and answers only requests to localhost, 127.0.0.1 or [::1]", "")
+			writeError(w, r, http.StatusForbidden, "forbidden", what+" and answers only requests to localhost, 127.0.0.1 or [::1]", "")
 			return
 		}
 		for _, h := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
 			if _, ok := r.Header[h]; ok {
-				writeError(w, r, http.StatusForbidden, "forbidden", "this service runs with the development secret and answers no request a proxy forwarded ("+h+"): set LEADERBOARD_JWT_SECRET", "")
+				writeError(w, r, http.StatusForbidden, "forbidden", what+" and answers no request a proxy forwarded ("+h+"): "+hint, "")
 				return
 			}
 		}

@@ -47,7 +47,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 	logger.Info("starting leaderboard", "config", cfg)
 	redis.SetLogger(newRedisLog(logger, time.Now)) // not plain text on stderr
 	if cfg.UsesDevSecret() {
-		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only")
+		logger.Warn("LEADERBOARD_JWT_SECRET is not set: using the documented development secret, accepted on a loopback address only; a proxy or tunnel to this address that adds no forwarding header (a bare nginx proxy_pass, socat, ssh -R) gives anyone who reaches it the admin API")
 	}
 	// The listen address first: a busy port fails before anything else starts.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -228,7 +228,10 @@ func servePprof(addr string) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// pprof asks no credentials (its address is a loopback one), so a page whose host name
+	// was made to resolve to 127.0.0.1 (DNS rebinding) must not read it from a browser.
+	guarded := lbhttp.LoopbackOnly("pprof (LEADERBOARD_PPROF_ADDR) asks no credentials", "reach it on the machine or through kubectl port-forward", mux)
+	srv := &http.Server{Handler: guarded, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }, nil
 }

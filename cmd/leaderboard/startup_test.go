@@ -241,6 +241,49 @@ func TestTakenPprofAddressFailsTheStart(t *testing.T) {
 	}
 }
 
+// TestPprofAnswersLoopbackHostsOnly: pprof asks no credentials, so its listener refuses a
+// request naming another host (a page whose name was rebound to 127.0.0.1 would read
+// goroutine stacks and heap profiles, or start CPU profiles, from a developer's browser)
+// and one a proxy forwarded, and still answers one for 127.0.0.1 or localhost.
+func TestPprofAnswersLoopbackHostsOnly(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	port := freePort(t)
+	addr := "127.0.0.1:" + port
+	env.start(map[string]string{"LEADERBOARD_PPROF_ADDR": addr})
+	get := func(host string, header ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/goroutine?debug=1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, host := range []string{"rebind.attacker.example:" + port, "rebind.attacker.example", "10.0.0.1:" + port} {
+		if st, body := get(host); st != http.StatusForbidden || !strings.Contains(body, `"error_code":"forbidden"`) {
+			t.Errorf("pprof for Host %q: %d %.120q, want 403 forbidden", host, st, body)
+		}
+	}
+	if st, body := get(addr, "X-Forwarded-For", "203.0.113.7"); st != http.StatusForbidden {
+		t.Errorf("pprof for a forwarded request: %d %.120q, want 403", st, body)
+	}
+	for _, host := range []string{addr, "localhost:" + port} {
+		if st, body := get(host); st != http.StatusOK || !strings.Contains(body, "goroutine") {
+			t.Errorf("pprof for Host %q: %d %.120q, want 200 with goroutines", host, st, body)
+		}
+	}
+}
+
 // TestStopWhileKafkaHangsAtStart: the broker accepts connections and never answers while
 // the process (relay and projector) creates its topics. Told to stop, it returns promptly
 // and without an error: sarama's admin takes no context, and its requests, retried, each
