@@ -72,7 +72,11 @@ func (s *server) handleDailyPage() http.HandlerFunc {
 			return
 		}
 		cursor := r.URL.Query().Get("cursor")
-		date, ok := s.pagePeriod(w, r, b, r.URL.Query().Get("date"), cursor)
+		raw, ok := seed004Period(w, r, "date")
+		if !ok {
+			return
+		}
+		date, ok := s.pagePeriod(w, r, b, raw, cursor)
 		if !ok {
 			return
 		}
@@ -82,6 +86,20 @@ func (s *server) handleDailyPage() http.HandlerFunc {
 		}
 		encode(w, http.StatusOK, response{Date: date, Rankings: rankingsOf(pg.entries), Cursor: pg.next})
 	}
+}
+
+// seed004Period is the period a seed 004 read names: its own parameter (date or season),
+// or ?period=, which every read takes (API.md); 400 when the two name different periods.
+func seed004Period(w http.ResponseWriter, r *http.Request, param string) (string, bool) {
+	own, period := r.URL.Query().Get(param), r.URL.Query().Get("period")
+	switch {
+	case period == "":
+		return own, true
+	case own == "" || own == period:
+		return period, true
+	}
+	writeError(w, r, http.StatusBadRequest, "invalid_period", param+"="+own+" and period="+period+" name different periods: give one", "")
+	return "", false
 }
 
 // handleSeed004User answers GET /v1/daily-leaderboard/users/{user_id}?date= and
@@ -98,7 +116,11 @@ func (s *server) handleSeed004User(board, param string) http.HandlerFunc {
 			writeError(w, r, http.StatusBadRequest, "invalid_user_id", "user_id must be 1 to 64 of [A-Za-z0-9_.:-]", "")
 			return
 		}
-		period, ok := s.resolvePeriod(w, r, b, r.URL.Query().Get(param))
+		raw, ok := seed004Period(w, r, param)
+		if !ok {
+			return
+		}
+		period, ok := s.resolvePeriod(w, r, b, raw)
 		if !ok {
 			return
 		}

@@ -479,3 +479,49 @@ func TestMatchPointWithinEveryBoardsBounds(t *testing.T) {
 		t.Errorf("kim has %d history rows, want 3 (the accepted point on match, day and season)", n)
 	}
 }
+
+// TestSeed004ReadsTakePeriod: every read takes ?period= (API.md, Boards), seed 004's too,
+// as another name for their date or season: a past day or season is read, not the
+// current one; given both, they must agree.
+func TestSeed004ReadsTakePeriod(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	day1 := time.Date(2026, 3, 9, 12, 0, 0, 0, time.UTC)
+	clock.set(day1)
+	svc := env.startWith(nil, clock.now)
+	srv, viewer, admin := mintToken(t, "game-server", "server"), mintToken(t, "viewer"), mintToken(t, "ops", "admin")
+	if r := svc.do(t, http.MethodPost, "/v1/matches/m-1/users/alice/point?wait=true", srv, `{"point": 3}`); r.status != 200 {
+		t.Fatalf("alice's point on day 1: %d %s", r.status, r.raw)
+	}
+	clock.set(day1.Add(24 * time.Hour))
+	if r := svc.do(t, http.MethodPost, "/admin/boards/season/seasons", admin, `{"season": "s2"}`); r.status != 201 {
+		t.Fatalf("season s2: %d %s", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/matches/m-2/users/bob/point?wait=true", srv, `{"point": 5}`); r.status != 200 {
+		t.Fatalf("bob's point on day 2: %d %s", r.status, r.raw)
+	}
+	for _, c := range []struct{ path, field, want, user string }{
+		{"/v1/daily-leaderboard?period=2026-03-09", "date", "2026-03-09", "alice"},
+		{"/v1/daily-leaderboard?period=previous", "date", "2026-03-09", "alice"},
+		{"/v1/daily-leaderboard?date=2026-03-09&period=2026-03-09", "date", "2026-03-09", "alice"},
+		{"/v1/daily-leaderboard", "date", "2026-03-10", "bob"},
+		{"/v1/daily-leaderboard/users/alice?period=2026-03-09", "date", "2026-03-09", "alice"},
+		{"/v1/season-leaderboard/users/alice?period=1", "season", "1", "alice"},
+		{"/v1/season-leaderboard/users/bob?period=current", "season", "s2", "bob"},
+	} {
+		r := svc.do(t, http.MethodGet, c.path, viewer, "")
+		got := r.body["user_id"]
+		if rk, ok := r.body["rankings"].([]any); ok && len(rk) == 1 {
+			got = rk[0].(map[string]any)["user_id"]
+		}
+		if r.status != 200 || r.body[c.field] != c.want || got != c.user {
+			t.Errorf("GET %s: %d %s, want %s %s with %s", c.path, r.status, strings.TrimSpace(r.raw), c.field, c.want, c.user)
+		}
+	}
+	for _, path := range []string{"/v1/daily-leaderboard?date=2026-03-09&period=2026-03-10", "/v1/daily-leaderboard/users/alice?date=2026-03-09&period=previous", "/v1/season-leaderboard/users/alice?season=1&period=s2"} {
+		if r := svc.do(t, http.MethodGet, path, viewer, ""); r.status != 400 || r.body["error_code"] != "invalid_period" {
+			t.Errorf("GET %s: %d %s, want 400 invalid_period", path, r.status, r.raw)
+		}
+	}
+}
