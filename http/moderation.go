@@ -206,7 +206,7 @@ func (s *server) handleBan(banned bool) http.HandlerFunc {
 		s.Moderation.Bans.set(userID, banned, version)
 		s.Logger.Info("moderation", "action", action, "user_id", userID, "by", audit.Actor, "reason", req.Reason)
 		status := http.StatusAccepted
-		if r.URL.Query().Get("wait") == "true" && s.poll(r.Context(), s.synced(userID, cmd.EventID)) {
+		if wantsWait(r) && s.poll(r.Context(), s.synced(userID, cmd.EventID)) {
 			status = http.StatusOK // every read shows it
 		}
 		encode(w, status, map[string]any{"user_id": userID, "banned": banned, "event_id": cmd.EventID})
@@ -382,7 +382,7 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		return
 	}
 	s.Logger.Info("moderation", "action", action, "target", audit.Target, "period", msg.Period, "by", audit.Actor, "reason", reason, "event_id", msg.EventID)
-	if r.URL.Query().Get("wait") == "true" {
+	if wantsWait(r) {
 		var period string
 		if s.poll(r.Context(), func(ctx context.Context) bool {
 			a, ok, err := s.Requests.AppliedIn(ctx, msg.UserID, msg.EventID, msg.Board)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -102,16 +103,34 @@ type metricsErrorLog struct{ logger *slog.Logger }
 
 func (l metricsErrorLog) Println(v ...any) { l.logger.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
 
+// wantsWait reports whether the request asks to wait (?wait=true, 1, TRUE...); validQuery
+// refused any other value than a boolean.
+func wantsWait(r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return false
+	}
+	v, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
+	return v
+}
+
 // validQuery refuses a query string url.Values would parse only in part: a pair that is
 // not valid percent-encoding (or holds a ';') is dropped silently, and the handler would
 // answer with its default (?limit=%zz answered the default limit, ?period=<date>% the
-// current period's board).
+// current period's board); and a wait that is not a boolean (?wait=yes would otherwise
+// answer 202 at once, as if the client had not asked to wait).
 func validQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
-			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
 				writeError(w, r, http.StatusBadRequest, "invalid_query", "malformed query string: "+err.Error(), "")
 				return
+			}
+			if v, ok := q["wait"]; ok {
+				if _, err := strconv.ParseBool(v[0]); err != nil {
+					writeError(w, r, http.StatusBadRequest, "invalid_query", "wait must be true or false (or 1 or 0), got "+strconv.Quote(v[0]), "")
+					return
+				}
 			}
 		}
 		next.ServeHTTP(w, r)

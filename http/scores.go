@@ -380,7 +380,7 @@ func (s *server) answerSubmission(w http.ResponseWriter, r *http.Request, sub su
 	}
 	// A banned user's retry is not waited for: the ban hides the user's entries from Redis,
 	// where the wait looks for the write. Nor is a user's write past waitsPerUser waiting.
-	if r.URL.RawQuery != "" && r.URL.Query().Get("wait") == "true" && !s.Guard.banned(sub.UserID) && s.waits.take(sub.UserID) {
+	if wantsWait(r) && !s.Guard.banned(sub.UserID) && s.waits.take(sub.UserID) {
 		defer s.waits.give(sub.UserID)
 		s.metrics.waits.Inc()
 		defer s.metrics.waits.Dec()

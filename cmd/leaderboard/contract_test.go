@@ -416,3 +416,30 @@ func TestMalformedQueryIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitTakesABoolean: ?wait= is a boolean. Any spelling strconv reads as one waits or
+// not (wait=1 waits, as wait=true does); any other value is 400 invalid_query and writes
+// nothing (?wait=yes was answered 202 at once, as if the client had not asked to wait).
+func TestWaitTakesABoolean(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv := mintToken(t, "game-server", "server")
+	for i, wait := range []string{"yes", "", "on", "true,false"} {
+		user := fmt.Sprintf("w%d", i)
+		body := `{"score": 10, "event_id": "e1", "user_id": "` + user + `"}`
+		if r := svc.do(t, http.MethodPost, "/v1/scores?wait="+wait, srv, body); r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_query" {
+			t.Errorf("POST /v1/scores?wait=%s: %d %.160s, want 400 invalid_query", wait, r.status, r.raw)
+		}
+		// Nothing was written: the same event id with another value is no conflict.
+		if r := svc.do(t, http.MethodPost, "/v1/scores?wait=1", srv, `{"score": 11, "event_id": "e1", "user_id": "`+user+`"}`); r.status != http.StatusOK || r.body["status"] != "applied" || num(r.body["score"]) != 11 {
+			t.Errorf("after ?wait=%s, POST ?wait=1 of another value under its event id: %d %.160s, want 200 applied 11", wait, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=TRUE", srv, `{"value": 3, "user_id": "w9"}`); r.status != http.StatusOK || r.body["status"] != "applied" {
+		t.Errorf("POST ?wait=TRUE: %d %.160s, want 200 applied", r.status, r.raw)
+	}
+	if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=0", srv, `{"value": 3, "user_id": "w9"}`); r.status != http.StatusAccepted {
+		t.Errorf("POST ?wait=0: %d %.160s, want 202", r.status, r.raw)
+	}
+}
