@@ -141,6 +141,7 @@ type client struct {
 	lastEntries  []byte    // the entries of that snapshot (nil: none yet, or a new period)
 	userEvents   []Frame   // user.rank.updated and user.rank.removed
 	userVersion  int64     // the version of the newest own entry queued (0: none, or a new period)
+	userRank     int64     // that entry's rank when it was read (others passing it move it)
 	userShown    bool      // an own entry of the followed period was queued, and not withdrawn since
 	userTold     uint64    // own-entry reads told (notifications, connects, moves): a refresh read before one yields to it
 	lastTopWrite time.Time
@@ -228,15 +229,15 @@ func (h *Hub) offerOwnEntry(ctx context.Context, c *client, period string) {
 	if err != nil {
 		return
 	}
-	c.offerUser(c.board+":"+period, e.Version, h.renderUser(c.board, period, c.user, e))
+	c.offerUser(c.board+":"+period, e.Version, e.Rank, h.renderUser(c.board, period, c.user, e))
 }
 
 // offerUser queues the user's own entry of the board period key at the entry's version,
 // unless the client follows another period now or holds a newer version of the entry
 // already: a read answered after a later one (the read at connect, or at a reset, and the
 // one of a change told meanwhile) never replaces what the client shows with an older entry.
-func (c *client) offerUser(key string, version int64, data []byte) {
-	c.queueUser(key, version, data, false, 0)
+func (c *client) offerUser(key string, version, rank int64, data []byte) {
+	c.queueUser(key, version, rank, data, false, 0)
 }
 
 // told is the count of own-entry reads told to the client so far (queueUser).
@@ -246,12 +247,13 @@ func (c *client) told() uint64 {
 	return c.userTold
 }
 
-// queueUser queues an own-entry event: an entry of a version (offerUser), or a withdrawal
-// (version -1, data a user.rank.removed event), queued only when the client shows an
-// entry. A refresh's read (refreshed, begun when the client had been told told) yields to
-// any read told since (a removal told meanwhile carries no version: the refresh would
-// bring the entry back), and never queues a version the client was sent already.
-func (c *client) queueUser(key string, version int64, data []byte, refreshed bool, told uint64) {
+// queueUser queues an own-entry event: an entry of a version at a rank (offerUser), or a
+// withdrawal (version -1, data a user.rank.removed event), queued only when the client
+// shows an entry. A refresh's read (refreshed, begun when the client had been told told)
+// yields to any read told since (a removal told meanwhile carries no version: the refresh
+// would bring the entry back), and queues a version the client was sent already only at
+// another rank: other players passed the entry, or fell behind it.
+func (c *client) queueUser(key string, version, rank int64, data []byte, refreshed bool, told uint64) {
 	c.mu.Lock()
 	if !refreshed {
 		c.userTold++
@@ -263,14 +265,14 @@ func (c *client) queueUser(key string, version int64, data []byte, refreshed boo
 	case version < 0:
 		stale = !c.userShown
 	default:
-		stale = version < c.userVersion || refreshed && version == c.userVersion
+		stale = version < c.userVersion || refreshed && version == c.userVersion && rank == c.userRank
 	}
 	if stale {
 		c.mu.Unlock()
 		return
 	}
 	if version >= 0 {
-		c.userVersion = version
+		c.userVersion, c.userRank = version, rank
 	}
 	c.userShown = version >= 0
 	f := Frame{Event: "user.rank.updated", Data: data}
@@ -493,17 +495,17 @@ func (h *Hub) UsersChanged(ctx context.Context, board, period string, users []st
 		if len(targets) == 0 {
 			continue
 		}
-		version, data := int64(-1), []byte(nil)
+		version, rank, data := int64(-1), int64(0), []byte(nil)
 		switch e, err := h.boards.User(ctx, board, period, u); {
 		case errors.Is(err, storage.ErrNotFound):
 			data = h.renderRemoved(board, period, u)
 		case err != nil:
 			continue // the next change, or a reconnect, brings it
 		default:
-			version, data = e.Version, h.renderUser(board, period, u, e)
+			version, rank, data = e.Version, e.Rank, h.renderUser(board, period, u, e)
 		}
 		for _, c := range targets {
-			c.queueUser(key, version, data, false, 0) // not when it moved to another period meanwhile
+			c.queueUser(key, version, rank, data, false, 0) // not when it moved to another period meanwhile
 		}
 	}
 }
@@ -547,12 +549,12 @@ func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []st
 			found[e.UserID] = e
 		}
 		for u, ts := range targets {
-			version, data := int64(-1), h.renderRemoved(board, period, u)
+			version, rank, data := int64(-1), int64(0), h.renderRemoved(board, period, u)
 			if e, ok := found[u]; ok {
-				version, data = e.Version, h.renderUser(board, period, u, e)
+				version, rank, data = e.Version, e.Rank, h.renderUser(board, period, u, e)
 			}
 			for _, t := range ts {
-				t.c.queueUser(key, version, data, true, t.told)
+				t.c.queueUser(key, version, rank, data, true, t.told)
 			}
 		}
 	}
@@ -560,8 +562,10 @@ func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []st
 
 // Refresh reads a board period's top from Redis and publishes it when it is newer than
 // the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
-// streams so. When it is newer, the own entries of the users streaming the period are read
-// again too: a notification lost on its way (Kafka down) would leave them stale for good.
+// streams so. The own entries of the users streaming the period are read again too, and
+// sent where they changed: other players passing a user (below the top as well) move its
+// rank without a change of its entry, and a notification lost on its way (Kafka down)
+// would leave an entry stale for good.
 func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	tops := h.cfg.Tops
 	if tops == nil {
@@ -575,21 +579,15 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 		return nil
 	}
 	key := board + ":" + period
-	h.mu.Lock()
-	cur, ok := h.latest[key]
-	missed := !ok || cur.version < top.Version
-	h.mu.Unlock()
 	h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
-	if missed {
-		h.mu.Lock()
-		users := make([]string, 0, len(h.clients[key]))
-		for c := range h.clients[key] {
-			users = append(users, c.user)
-		}
-		h.mu.Unlock()
-		slices.Sort(users)
-		h.refreshUsers(ctx, board, period, slices.Compact(users))
+	h.mu.Lock()
+	users := make([]string, 0, len(h.clients[key]))
+	for c := range h.clients[key] {
+		users = append(users, c.user)
 	}
+	h.mu.Unlock()
+	slices.Sort(users)
+	h.refreshUsers(ctx, board, period, slices.Compact(users))
 	return nil
 }
 

@@ -126,6 +126,66 @@ func TestRefreshCorrectsAnOwnEntryMissedWhileKafkaWasDown(t *testing.T) {
 	}
 }
 
+// TestRefreshSendsARankOthersMoved: user u streams the global board, her entry at rank 5.
+// Another player passes her: her rank is 6, her entry (its version) and the top are as
+// they were, so no notification names her. The periodic refresh sends user.rank.updated
+// with rank 6 once (the stream kept showing rank 5 for good: a contract review), and a
+// refresh that finds the same rank again sends nothing.
+func TestRefreshSendsARankOthersMoved(t *testing.T) {
+	clk := newClock()
+	at := clk.now()
+	boards := &ownEntryBoards{tops: map[string]storage.Top{"all_time": {Version: 10, UpdatedAt: at,
+		Entries: []storage.Entry{{Rank: 1, UserID: "x", Score: 100, UpdatedAt: at}}}},
+		entry: &storage.Entry{UserID: "u", Rank: 5, Score: 10, Version: 1, UpdatedAt: at}}
+	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, "u", "global", "all_time", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(false)
+	if got := userRanks(mustFrames(sub, clk)); len(got) != 1 || got[0] != 5 {
+		t.Fatalf("own entry on connect: ranks %v, want [5]", got)
+	}
+	if err := h.RefreshAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if frames := mustFrames(sub, clk); len(frames) != 0 {
+		t.Fatalf("a refresh with nothing new sent %+v", frames)
+	}
+	boards.setEntry(&storage.Entry{UserID: "u", Rank: 6, Score: 10, Version: 1, UpdatedAt: at})
+	for range 2 {
+		if err := h.RefreshAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := userRanks(mustFrames(sub, clk)); len(got) != 1 || got[0] != 6 {
+		t.Errorf("after another player passed u: user.rank.updated ranks %v, want [6] once", got)
+	}
+	if err := h.RefreshAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if frames := mustFrames(sub, clk); len(frames) != 0 {
+		t.Errorf("a refresh with nothing new sent %+v", frames)
+	}
+}
+
+// userRanks are the ranks of the user.rank.updated frames.
+func userRanks(frames []Frame) []int64 {
+	var out []int64
+	for _, f := range frames {
+		if f.Event != "user.rank.updated" {
+			continue
+		}
+		var v struct {
+			Rank int64 `json:"rank"`
+		}
+		_ = json.Unmarshal(f.Data, &v)
+		out = append(out, v.Rank)
+	}
+	return out
+}
+
 // TestOwnEntryRemovedIsWithdrawn: user u streams the global board and is shown her
 // own entry (rank 1, 500 points). An admin removes the entry (DELETE
 // /admin/boards/global/entries/u), or bans u: the projector tells u's streams

@@ -501,3 +501,46 @@ func TestHeadOfTheStreamOfAMatchNeverPlayedIsNotFound(t *testing.T) {
 			get, head.status, head.header.Get("Content-Type"))
 	}
 }
+
+// TestRealtimeRankOthersMovedBelowTheTop: dave, 13th and outside the top 10, streams the
+// global board. Another player passes him without reaching the top 10: no entry of dave's
+// changed and the streamed top is the same, but his rank is 14 now. His stream says so
+// (user.rank.updated, rank 14) within the refresh interval (5 s); it kept saying 13.
+func TestRealtimeRankOthersMovedBelowTheTop(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, dave := mintToken(t, "game-server", "server"), mintToken(t, "dave")
+	for i := range 12 {
+		mustApply(t, svc, srv, fmt.Sprintf(`{"score": %d, "user_id": "top%d"}`, 1000+i, i))
+	}
+	mustApply(t, svc, dave, `{"score": 500}`)
+	c := svc.mustStream(t, "board=global&token="+svc.realtimeToken(t, dave), "")
+	rankSaid := func() int64 {
+		ev := c.named("user.rank.updated")
+		if len(ev) == 0 {
+			return 0
+		}
+		return num(ev[len(ev)-1].data["rank"])
+	}
+	eventually(t, 5*time.Second, func() string {
+		if r := rankSaid(); r != 13 {
+			return fmt.Sprintf("dave's own entry on connect: rank %v, want 13", r)
+		}
+		return ""
+	})
+	tops := len(c.named("leaderboard.updated"))
+	mustApply(t, svc, srv, `{"score": 600, "user_id": "passer"}`)
+	if r := svc.do(t, http.MethodGet, "/v1/leaderboard/me", dave, ""); num(r.body["rank"]) != 14 {
+		t.Fatalf("dave's rank after he was passed: %s", r.raw)
+	}
+	eventually(t, 12*time.Second, func() string {
+		if r := rankSaid(); r != 14 {
+			return fmt.Sprintf("dave's stream says rank %v, GET /v1/leaderboard/me 14", r)
+		}
+		return ""
+	})
+	if n := len(c.named("leaderboard.updated")); n != tops {
+		t.Errorf("the top 10 did not change, but the stream sent %d snapshots more", n-tops)
+	}
+}
