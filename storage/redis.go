@@ -30,6 +30,8 @@ import (
 //	{prefix}:{board}:{period}:gone hash user -> version of recent removals (gone~: a rebuild's)
 //	{prefix}:{board}:{period}:held hash user -> event ids of admins' adjustments or removals on
 //	                               its way (Hold)
+//	{prefix}:{board}:{period}:loading  hash token -> pages written, of the loads on demand under way
+//	{prefix}:{board}:{period}:renamed  hash user -> nick name applied while a load was under way
 //
 // Higher sort keys rank first (the value on desc boards, its negation on asc ones). Equal
 // sort keys order by member, descending: the entry that reached the value first has the
@@ -111,6 +113,9 @@ type keys struct {
 	// loading is the hash of the loads on demand under way: token -> pages written
 	// (loadScript).
 	loading string
+	// renamed is the hash of nick names applied while a load on demand was under way:
+	// user -> nick name (applyScript).
+	renamed string
 }
 
 func (b *Boards) keys(board, period string) keys {
@@ -122,7 +127,7 @@ func (b *Boards) buildKeys(board, period string) keys {
 	base := tag + period + ":"
 	return keys{z: base + "z", u: base + "u", n: base + "n", m: base + "m", top: base + "top", rebuild: base + "rebuild",
 		zs: base + "z~", us: base + "u~", ns: base + "n~", ms: base + "m~", ver: tag + "ver", gone: base + "gone", goneS: base + "gone~", held: base + "held",
-		loading: base + "loading"}
+		loading: base + "loading", renamed: base + "renamed"}
 }
 
 // maxKeyNames bounds keyNames: past it the names are forgotten and built again as used
@@ -206,7 +211,7 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 		k := b.keys(g.Target.Board, g.Target.Period)
 		args := make([]any, 0, 4+6*len(g.States))
 		args = append(args, b.topN, now, g.Target.TTL.Milliseconds(), len(g.States))
-		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS}, args: entryArgs(args, g.States, nicks)}
+		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS, k.loading, k.renamed}, args: entryArgs(args, g.States, nicks)}
 	}
 	// Each pipeline answers within the client's read timeout, like one call did; each call
 	// keeps its own answer or error, whatever Pipelined returns.
@@ -265,14 +270,14 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
 	token := uuid.NewString()
-	pages, err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver, k.loading}, next, expected, t.TTL, token)
+	if err := beginLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed}, token).Err(); err != nil {
+		return Top{}, redisErr("load: begin", err)
+	}
+	pages, err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver, k.loading, k.renamed}, next, expected, t.TTL, token)
 	if err != nil {
 		return Top{}, err
 	}
-	if pages == 0 { // an empty period: no page added the token, and none was lost
-		token = ""
-	}
-	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading, k.renamed}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
 	if err != nil {
 		return Top{}, redisErr("load: seal", err)
 	}

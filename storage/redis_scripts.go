@@ -288,12 +288,24 @@ end
 // read the entries before these states were committed, and will replace whatever the live
 // keys hold) and the removals among the states into the live keys (a load may be writing
 // them), and returns {-2}: the caller loads the board from PostgreSQL. Removals are buried
-// (upsertLua) in the live keys and the shadow's.
-// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals.
+// (upsertLua) in the live keys and the shadow's. While a load on demand is under way (its
+// hash of loads exists), the nick names of the states are noted in the period's renames
+// (user -> nick name): a page the load read from PostgreSQL before such a name was
+// committed takes it from there, and so does the seal, for names applied to a period
+// not loaded yet (which this script leaves alone); the old name would otherwise stay in
+// Redis for good.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals,
+// loads under way, renames.
 // ARGV: topN, now µs, ttl ms, count, then count × (user, record, sortkey, version, nick,
 // metadata).
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
 local topN, now, ttl, count = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if redis.call('EXISTS', KEYS[14]) == 1 then
+  for i = 5, 4 + 6 * count, 6 do
+    if ARGV[i+1] ~= '' and ARGV[i+4] ~= '' then redis.call('HSET', KEYS[15], ARGV[i], ARGV[i+4]) end
+  end
+  redis.call('PEXPIRE', KEYS[15], 600000)
+end
 local shadow
 if redis.call('EXISTS', KEYS[6]) == 1 then
   shadow = hashes(KEYS[8])
@@ -348,17 +360,22 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now,
 // answers -1 unless the count says every page before it is there: Redis that lost the
 // keys, or came back with an older copy of them (a restart from its append-only file, a
 // failover), lost the count with the pages, as a script's writes go to the file and the
-// replicas together. KEYS: z, u, n, m, removals, top, ver, loads under way. ARGV: count,
+// replicas together; the first page too finds the count its load began with (beginLoad),
+// before it read anything. A load on demand writes the nick name noted in the period's
+// renames (applyScript) over the one its page read. KEYS: z, u, n, m, removals, top, ver,
+// loads under way, renames (the last four for a load on demand only). ARGV: count,
 // the number of entries the whole load brings (to size empty entry hashes), ttl ms (0:
 // none), now µs, token (empty for a rebuild's shadow), the page's number from 0, then
 // entries as apply's.
 var loadScript = redis.NewScript(entryHashesLua + upsertLua + expireLua + `
 local count, ttl, token = tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[5]
+local renames = false
 if token ~= '' then
   local page = tonumber(ARGV[6])
-  if page > 0 and tonumber(redis.call('HGET', KEYS[8], token) or '-1') ~= page then return -1 end
+  if tonumber(redis.call('HGET', KEYS[8], token) or '-1') ~= page then return -1 end
   redis.call('HSET', KEYS[8], token, page + 1)
   redis.call('PEXPIRE', KEYS[8], 600000)
+  renames = redis.call('EXISTS', KEYS[9]) == 1
 end
 local o = hashes(KEYS[2])
 o.gone = KEYS[5]
@@ -368,23 +385,42 @@ end
 presize(o, tonumber(ARGV[2]))
 local i = 7
 for _ = 1, count do
-  upsert(KEYS[1], o, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), ARGV[i+4], ARGV[i+5])
+  local nick = ARGV[i+4]
+  if renames then nick = redis.call('HGET', KEYS[9], ARGV[i]) or nick end
+  upsert(KEYS[1], o, KEYS[3], KEYS[4], ARGV[i], ARGV[i+1], ARGV[i+2], tonumber(ARGV[i+3]), nick, ARGV[i+5])
   i = i + 6
 end
 return count
 `)
 
+// beginLoadScript begins a load on demand before it reads its first page: the token's
+// count of pages at 0 in the hash of loads under way (loadScript), which also has the
+// projector note the nick names it applies meanwhile (applyScript). When no other load is
+// under way, the renames noted for earlier ones go: PostgreSQL, read from now on, has them.
+// KEYS: loads under way, renames. ARGV: token.
+var beginLoadScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+redis.call('HSET', KEYS[1], ARGV[1], 0)
+redis.call('PEXPIRE', KEYS[1], 600000)
+return 1
+`)
+
 // sealScript ends a load on demand: unless Redis lost pages of the load (its count of
-// them is not the load's) it takes the token out of the loads under way, computes the top
-// (which marks the board loaded) with a new version and sets the keys' lifetime; else it
-// answers {-1}. KEYS: z, u, n, m, top, ver, loads under way. ARGV: topN, now µs, ttl ms,
-// token (empty for a load that wrote no page), the pages the load wrote.
+// them is not the load's) it takes the token out of the loads under way, writes the nick
+// names noted in the period's renames meanwhile (applyScript) of the users it holds an
+// entry of (the renames go once no load is under way), computes the top (which marks the
+// board loaded) with a new version and sets the keys' lifetime; else it answers {-1}.
+// KEYS: z, u, n, m, top, ver, loads under way, renames. ARGV: topN, now µs, ttl ms, token,
+// the pages the load wrote.
 var sealScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
-if ARGV[4] ~= '' then
-  if tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '-1') ~= tonumber(ARGV[5]) then return {-1} end
-  redis.call('HDEL', KEYS[7], ARGV[4])
-end
+if tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '-1') ~= tonumber(ARGV[5]) then return {-1} end
+redis.call('HDEL', KEYS[7], ARGV[4])
 local o = hashes(KEYS[2])
+local renamed = redis.call('HGETALL', KEYS[8])
+for k = 1, #renamed, 2 do
+  if redis.call('HEXISTS', bucketOf(o, renamed[k]), renamed[k]) == 1 then redis.call('HSET', KEYS[3], renamed[k], renamed[k + 1]) end
+end
+if redis.call('EXISTS', KEYS[7]) == 0 then redis.call('DEL', KEYS[8]) end
 local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), ARGV[2], true)
 expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[3]), tonumber(ARGV[2]), true)
 return res
