@@ -70,6 +70,10 @@ type EntryState struct {
 	// change): a mirror that does not hold its period has nothing to correct there, and
 	// need not load it (a player of many matches would load every one of them).
 	NameOnly bool
+	// Renamed is an entry of a user whose nick name the batch changed (or found changed
+	// since a command delivered again was applied): the Redis mirror notes the name for a
+	// load on demand under way, which may have read the old one.
+	Renamed bool
 }
 
 // Key is the entry the state belongs to.
@@ -309,14 +313,24 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
 	}
+	var renamed map[string]bool
 	for _, o := range []*[]EntryState{renamedEntries, againEntries} {
 		if o != nil {
 			for i := range *o {
 				(*o)[i].NameOnly = true
+				if renamed == nil {
+					renamed = map[string]bool{}
+				}
+				renamed[(*o)[i].UserID] = true
 			}
 		}
 	}
 	out.Entries = namedEntries(named, current, removed, syncedEntries, renamedEntries, againEntries)
+	if renamed != nil {
+		for i := range out.Entries {
+			out.Entries[i].Renamed = renamed[out.Entries[i].UserID]
+		}
+	}
 	return out, nil
 }
 

@@ -172,6 +172,24 @@ func entryArgs(args []any, states []EntryState, nicks map[string]string) []any {
 	return args
 }
 
+// renamedArgs appends applyScript's last arguments: how many users the states rename, then
+// each user and its new nick name (the states are of one board period: an entry, and so a
+// user, once).
+func renamedArgs(args []any, states []EntryState, nicks map[string]string) []any {
+	at := len(args)
+	args = append(args, 0)
+	n := 0
+	for _, s := range states {
+		if !s.Renamed || nicks[s.UserID] == "" {
+			continue
+		}
+		args = append(args, s.UserID, nicks[s.UserID])
+		n++
+	}
+	args[at] = n
+	return args
+}
+
 // Apply mirrors the given absolute states of one board period into Redis (older versions
 // than what Redis holds are ignored), recomputes the cached top-N when an entry changed
 // within it, and reports whether the top changed: then the Top has its entries; otherwise
@@ -209,9 +227,10 @@ func (b *Boards) ApplyAll(ctx context.Context, groups []MirrorGroup, nicks map[s
 	now := time.Now().UnixMicro()
 	for i, g := range groups {
 		k := b.keys(g.Target.Board, g.Target.Period)
-		args := make([]any, 0, 4+6*len(g.States))
+		args := make([]any, 0, 5+6*len(g.States))
 		args = append(args, b.topN, now, g.Target.TTL.Milliseconds(), len(g.States))
-		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS, k.loading, k.renamed}, args: entryArgs(args, g.States, nicks)}
+		args = renamedArgs(entryArgs(args, g.States, nicks), g.States, nicks)
+		calls[i] = call{keys: []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.gone, k.goneS, k.loading, k.renamed}, args: args}
 	}
 	// Each pipeline answers within the client's read timeout, like one call did; each call
 	// keeps its own answer or error, whatever Pipelined returns.
@@ -275,16 +294,28 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 	}
 	pages, err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver, k.loading, k.renamed}, next, expected, t.TTL, token)
 	if err != nil {
+		b.endLoad(ctx, k, token)
 		return Top{}, err
 	}
 	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading, k.renamed}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
 	if err != nil {
+		b.endLoad(ctx, k, token)
 		return Top{}, redisErr("load: seal", err)
 	}
 	if res[0].(int64) == -1 {
+		b.endLoad(ctx, k, token)
 		return Top{}, redisErr("load: seal", errLoadLost)
 	}
 	return parseTop(res[1], res[2], res[3])
+}
+
+// endLoad takes a failed load out of the loads under way (endLoadScript), with a second
+// of its own: the load's context may be what ended it. Redis unavailable, the token
+// expires with the hash.
+func (b *Boards) endLoad(ctx context.Context, k keys, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = endLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed}, token).Err()
 }
 
 // errLoadLost is a load on demand some of whose pages Redis lost midway.

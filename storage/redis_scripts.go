@@ -289,20 +289,21 @@ end
 // keys hold) and the removals among the states into the live keys (a load may be writing
 // them), and returns {-2}: the caller loads the board from PostgreSQL. Removals are buried
 // (upsertLua) in the live keys and the shadow's. While a load on demand is under way (its
-// hash of loads exists), the nick names of the states are noted in the period's renames
-// (user -> nick name): a page the load read from PostgreSQL before such a name was
-// committed takes it from there, and so does the seal, for names applied to a period
-// not loaded yet (which this script leaves alone); the old name would otherwise stay in
-// Redis for good.
+// hash of loads exists), the new nick names of users the batch renamed are noted in the
+// period's renames (user -> nick name): a page the load read from PostgreSQL before such
+// a name was committed takes it from there, and so does the seal, for names applied to a
+// period not loaded yet (which this script leaves alone); the old name would otherwise
+// stay in Redis for good.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals,
 // loads under way, renames.
 // ARGV: topN, now µs, ttl ms, count, then count × (user, record, sortkey, version, nick,
-// metadata).
+// metadata), then how many users the states rename and as many (user, new nick name).
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
 local topN, now, ttl, count = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-if redis.call('EXISTS', KEYS[14]) == 1 then
-  for i = 5, 4 + 6 * count, 6 do
-    if ARGV[i+1] ~= '' and ARGV[i+4] ~= '' then redis.call('HSET', KEYS[15], ARGV[i], ARGV[i+4]) end
+local renamedAt = 5 + 6 * count
+if tonumber(ARGV[renamedAt]) > 0 and redis.call('EXISTS', KEYS[14]) == 1 then
+  for i = renamedAt + 1, renamedAt + 2 * tonumber(ARGV[renamedAt]), 2 do
+    redis.call('HSET', KEYS[15], ARGV[i], ARGV[i+1])
   end
   redis.call('PEXPIRE', KEYS[15], 600000)
 end
@@ -375,7 +376,7 @@ if token ~= '' then
   if tonumber(redis.call('HGET', KEYS[8], token) or '-1') ~= page then return -1 end
   redis.call('HSET', KEYS[8], token, page + 1)
   redis.call('PEXPIRE', KEYS[8], 600000)
-  renames = redis.call('EXISTS', KEYS[9]) == 1
+  renames = redis.call('PEXPIRE', KEYS[9], 600000) == 1
 end
 local o = hashes(KEYS[2])
 o.gone = KEYS[5]
@@ -402,6 +403,16 @@ var beginLoadScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], ARGV[1], 0)
 redis.call('PEXPIRE', KEYS[1], 600000)
+return 1
+`)
+
+// endLoadScript takes a failed load on demand out of the loads under way (and the
+// renames noted for them once none is left): with its token left there, the projector
+// would go on noting renames for it until the hash expired. KEYS: loads under way,
+// renames. ARGV: token.
+var endLoadScript = redis.NewScript(`
+redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
 return 1
 `)
 
