@@ -104,7 +104,7 @@ type metricsErrorLog struct{ logger *slog.Logger }
 func (l metricsErrorLog) Println(v ...any) { l.logger.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
 
 // wantsWait reports whether the request asks to wait (?wait=true, 1, TRUE...); validQuery
-// refused any other value than a boolean.
+// refused any other value than a boolean or an empty one (no wait).
 func wantsWait(r *http.Request) bool {
 	if r.URL.RawQuery == "" {
 		return false
@@ -116,8 +116,9 @@ func wantsWait(r *http.Request) bool {
 // validQuery refuses a query string url.Values would parse only in part: a pair that is
 // not valid percent-encoding (or holds a ';') is dropped silently, and the handler would
 // answer with its default (?limit=%zz answered the default limit, ?period=<date>% the
-// current period's board); and a wait that is not a boolean (?wait=yes would otherwise
-// answer 202 at once, as if the client had not asked to wait).
+// current period's board); and a write's wait that is not a boolean or empty (?wait=yes
+// would otherwise answer 202 at once, as if the client had not asked to wait). Reads take
+// no wait: they leave it alone, as any parameter they do not know.
 func validQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
@@ -126,7 +127,7 @@ func validQuery(next http.Handler) http.Handler {
 				writeError(w, r, http.StatusBadRequest, "invalid_query", "malformed query string: "+err.Error(), "")
 				return
 			}
-			if v, ok := q["wait"]; ok {
+			if v, ok := q["wait"]; ok && v[0] != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 				if _, err := strconv.ParseBool(v[0]); err != nil {
 					writeError(w, r, http.StatusBadRequest, "invalid_query", "wait must be true or false (or 1 or 0), got "+strconv.Quote(v[0]), "")
 					return

@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/openleaderboard/leaderboard/configs"
 	"github.com/openleaderboard/leaderboard/messages"
 	"github.com/openleaderboard/leaderboard/storage"
 )
@@ -28,8 +27,9 @@ func rankingsOf(es []storage.Entry) []ranking {
 	return out
 }
 
-// handleMatchScore answers GET /v1/match-leaderboard/{match_id}/score?limit=: the rankings of
-// one match (up to limit, default 100, at most 1000); 404 for a match without any point.
+// handleMatchScore answers GET /v1/match-leaderboard/{match_id}/score?limit=&period=: the
+// rankings of one match (up to limit, default 100, at most 1000); 404 for a match without
+// any point, and a period other than the match's one (all_time) refused as on any board.
 func (s *server) handleMatchScore() http.HandlerFunc {
 	type response struct {
 		MatchID  string    `json:"match_id"`
@@ -46,7 +46,12 @@ func (s *server) handleMatchScore() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		pg, ok := s.readPage(w, r, b, configs.PeriodAllTime, "", limit)
+		// A match has one period (all_time), which ?period= may name as every read's does.
+		period, ok := s.resolvePeriod(w, r, b, r.URL.Query().Get("period"))
+		if !ok {
+			return
+		}
+		pg, ok := s.readPage(w, r, b, period, "", limit)
 		if !ok {
 			return
 		}

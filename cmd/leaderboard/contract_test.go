@@ -417,15 +417,16 @@ func TestMalformedQueryIsRefused(t *testing.T) {
 	}
 }
 
-// TestWaitTakesABoolean: ?wait= is a boolean. Any spelling strconv reads as one waits or
-// not (wait=1 waits, as wait=true does); any other value is 400 invalid_query and writes
-// nothing (?wait=yes was answered 202 at once, as if the client had not asked to wait).
+// TestWaitTakesABoolean: a write's ?wait= is a boolean. Any spelling strconv reads as one
+// waits or not (wait=1 waits, as wait=true does), an empty one does not; any other value
+// is 400 invalid_query and writes nothing (?wait=yes was answered 202 at once, as if the
+// client had not asked to wait). A read takes no wait and leaves it alone.
 func TestWaitTakesABoolean(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	svc := env.start(nil)
 	srv := mintToken(t, "game-server", "server")
-	for i, wait := range []string{"yes", "", "on", "true,false"} {
+	for i, wait := range []string{"yes", "on", "true,false"} {
 		user := fmt.Sprintf("w%d", i)
 		body := `{"score": 10, "event_id": "e1", "user_id": "` + user + `"}`
 		if r := svc.do(t, http.MethodPost, "/v1/scores?wait="+wait, srv, body); r.status != http.StatusBadRequest || r.body["error_code"] != "invalid_query" {
@@ -439,7 +440,14 @@ func TestWaitTakesABoolean(t *testing.T) {
 	if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=TRUE", srv, `{"value": 3, "user_id": "w9"}`); r.status != http.StatusOK || r.body["status"] != "applied" {
 		t.Errorf("POST ?wait=TRUE: %d %.160s, want 200 applied", r.status, r.raw)
 	}
-	if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait=0", srv, `{"value": 3, "user_id": "w9"}`); r.status != http.StatusAccepted {
-		t.Errorf("POST ?wait=0: %d %.160s, want 202", r.status, r.raw)
+	for _, wait := range []string{"0", ""} {
+		if r := svc.do(t, http.MethodPost, "/v1/boards/points/scores?wait="+wait, srv, `{"value": 3, "user_id": "w9"}`); r.status != http.StatusAccepted {
+			t.Errorf("POST ?wait=%s: %d %.160s, want 202", wait, r.status, r.raw)
+		}
+	}
+	for _, path := range []string{"/v1/leaderboard/top?wait=yes", "/v1/boards/global/entries?wait=on"} {
+		if r := svc.do(t, http.MethodGet, path, srv, ""); r.status != http.StatusOK {
+			t.Errorf("GET %s: %d %.160s, want 200 (a read takes no wait)", path, r.status, r.raw)
+		}
 	}
 }

@@ -482,7 +482,7 @@ func TestMatchPointWithinEveryBoardsBounds(t *testing.T) {
 
 // TestSeed004ReadsTakePeriod: every read takes ?period= (API.md, Boards), seed 004's too,
 // as another name for their date or season: a past day or season is read, not the
-// current one; given both, they must agree.
+// current one; given both, they must agree. A match's read takes its one period.
 func TestSeed004ReadsTakePeriod(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -519,7 +519,12 @@ func TestSeed004ReadsTakePeriod(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %s %s with %s", c.path, r.status, strings.TrimSpace(r.raw), c.field, c.want, c.user)
 		}
 	}
-	for _, path := range []string{"/v1/daily-leaderboard?date=2026-03-09&period=2026-03-10", "/v1/daily-leaderboard/users/alice?date=2026-03-09&period=previous", "/v1/season-leaderboard/users/alice?season=1&period=s2"} {
+	for _, path := range []string{"/v1/match-leaderboard/m-1/score?period=all_time", "/v1/match-leaderboard/m-1/score?period=current"} {
+		if r := svc.do(t, http.MethodGet, path, viewer, ""); r.status != 200 || r.body["match_id"] != "m-1" {
+			t.Errorf("GET %s: %d %s, want m-1's rankings", path, r.status, r.raw)
+		}
+	}
+	for _, path := range []string{"/v1/daily-leaderboard?date=2026-03-09&period=2026-03-10", "/v1/daily-leaderboard/users/alice?date=2026-03-09&period=previous", "/v1/season-leaderboard/users/alice?season=1&period=s2", "/v1/match-leaderboard/m-1/score?period=2026-03-09"} {
 		if r := svc.do(t, http.MethodGet, path, viewer, ""); r.status != 400 || r.body["error_code"] != "invalid_period" {
 			t.Errorf("GET %s: %d %s, want 400 invalid_period", path, r.status, r.raw)
 		}
