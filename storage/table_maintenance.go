@@ -60,7 +60,7 @@ func (m *TableMaintenance) Run(ctx context.Context) error {
 	if autovacuum == "on" {
 		return m.pass(ctx, analyze)
 	}
-	m.logger.Warn("PostgreSQL runs without autovacuum: the service vacuums and analyzes its own tables", "every", m.interval)
+	m.logger.Warn("PostgreSQL runs without autovacuum: the service vacuums and analyzes its own tables", "every", m.interval.String())
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	var grown <-chan time.Time

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ func token(cfg configs.Config, args []string, stdout io.Writer) error {
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(cfg.JWTSecret))
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
+	}
+	if cfg.UsesDevSecret() { // on stderr: $(leaderboard token) takes the token alone
+		fmt.Fprintln(os.Stderr, "leaderboard token: signed with the development secret (LEADERBOARD_JWT_SECRET is not set); a service with a secret of its own refuses it")
 	}
 	_, err = fmt.Fprintln(stdout, signed)
 	return err
