@@ -117,6 +117,27 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 	return err
 }
 
+// poolCloseWait bounds how long a stop waits for the PostgreSQL pool to close.
+const poolCloseWait = 5 * time.Second
+
+// closePool closes the pool, waiting at most poolCloseWait: pgx closes a connection whose
+// query was cancelled by sending a cancel request and reading the old one's answer for up
+// to 15 s, which on a connection that no longer answers (a network partition, a failover
+// that moved the server's address) is all 15 s, and pool.Close waits for every such
+// close. The process ends anyway: the server drops those connections with it.
+func closePool(pool interface{ Close() }, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pool.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(poolCloseWait):
+		logger.Warn("PostgreSQL connections still closing: not waiting for them", "waited", poolCloseWait.String())
+	}
+}
+
 // openDeps connects to PostgreSQL (migrating it), Redis and Kafka (starting the embedded
 // broker and creating the topics when asked). The returned func closes what was opened,
 // also after an error.
@@ -132,7 +153,7 @@ func openDeps(ctx context.Context, cfg configs.Config, logger *slog.Logger) (dep
 	if err != nil {
 		return d, closeAll, err
 	}
-	closers = append(closers, pool.Close)
+	closers = append(closers, func() { closePool(pool, logger) })
 	if err := storage.Migrate(ctx, pool, d.schema, cfg.OutboxShards); err != nil {
 		return d, closeAll, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/url"
 	"runtime/pprof"
 	"strings"
@@ -105,4 +106,38 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
+}
+
+// blockedPool is a pool whose Close does not return until released.
+type blockedPool struct{ release chan struct{} }
+
+func (p blockedPool) Close() { <-p.release }
+
+// TestStopDoesNotWaitForPostgresConnectionsClosing: pgx closes a connection whose query
+// was cancelled by reading the old connection's answer for up to 15 s, and pool.Close waits
+// for each; on connections that no longer answer, the stop waited for them (17 s with
+// one, past 30 s in a busy run of TestShutdownWithPostgresBlackHoled). The stop waits at
+// most poolCloseWait for the pool, and says so.
+func TestStopDoesNotWaitForPostgresConnectionsClosing(t *testing.T) {
+	t.Parallel()
+	p := blockedPool{release: make(chan struct{})}
+	defer close(p.release)
+	logs := &storagetest.SyncBuffer{}
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		closePool(p, slog.New(slog.NewJSONHandler(logs, nil)))
+	}()
+	select {
+	case <-closed:
+		if took := time.Since(start); took < poolCloseWait {
+			t.Errorf("closing a pool whose connections do not close took %v, want %v", took, poolCloseWait)
+		}
+	case <-time.After(poolCloseWait + 5*time.Second):
+		t.Fatalf("closing a pool whose connections do not close has not returned in %v", time.Since(start).Round(time.Second))
+	}
+	if !strings.Contains(logs.String(), "still closing") {
+		t.Errorf("no warning that the pool was left closing: %s", logs.String())
+	}
 }
