@@ -193,3 +193,80 @@ func TestLateLoadPageKeepsARename(t *testing.T) {
 		t.Errorf("Redis's first page of the global board after the late page: %+v %v, want alice named Alicia", page, err)
 	}
 }
+
+// TestRenameDuringARebuildIsKept: an admin rebuilds the global board while alice is
+// renamed "Alicia": the rebuild read her page ("Alice") from PostgreSQL before the rename
+// committed and writes it into its shadow after the projector wrote the new name there.
+// The page takes the name noted for the rename, and the swapped-in board names her
+// "Alicia" (it named her "Alice" until her next rename; found by a review).
+func TestRenameDuringARebuildIsKept(t *testing.T) {
+	ctx := context.Background()
+	url := servers.NewDatabase(t)
+	pool, err := storage.OpenPostgres(ctx, url, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := storage.Migrate(ctx, pool, storage.NewOutboxSchema(), 1); err != nil {
+		t.Fatal(err)
+	}
+	rdb, prefix := servers.NewRedis(t)
+	ranks := storage.NewRanks(pool)
+	boards := storage.NewBoards(rdb, prefix, 10)
+	apply := NewApplyScore(storage.NewProjection(pool), storage.Mirror{Boards: boards, Ranks: ranks}, nil, ApplyScoreConfig{Config: testConfig}, nil, slog.New(slog.DiscardHandler))
+	defer apply.Close()
+	submit := func(cmd messages.ScoreSubmitted) {
+		t.Helper()
+		cmd.Period, cmd.OccurredAt = "all_time", time.Now()
+		payload, err := messages.EncodeScoreSubmitted(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := apply.Handle(message.NewMessage(cmd.EventID, payload)); err != nil {
+			t.Fatalf("apply %s: %v", cmd.EventID, err)
+		}
+	}
+	submit(messages.ScoreSubmitted{EventID: "ev-1", Board: "global", UserID: "alice", NickName: "Alice", Value: 100})
+	submit(messages.ScoreSubmitted{EventID: "ev-2", Board: "points", UserID: "alice", NickName: "Alice", Value: 1})
+	admin := redis.NewClient(&redis.Options{Addr: servers.RedisAddr})
+	defer admin.Close()
+	admin.AddHook(&beforeShadowPage{f: func() {
+		submit(messages.ScoreSubmitted{EventID: "ev-3", Board: "points", UserID: "alice", NickName: "Alicia", Value: 5})
+	}})
+	if _, err := storage.NewBoards(admin, prefix, 10).Rebuild(ctx, ranks, storage.Target{Board: "global", Period: "all_time"}); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	if nick, err := rdb.HGet(ctx, prefix+":{global}:all_time:n", "alice").Result(); err != nil || nick != "Alicia" {
+		t.Errorf("alice's name on the rebuilt global board: %q %v, want Alicia (as in PostgreSQL)", nick, err)
+	}
+	top, err := boards.Top(ctx, "global", "all_time", 10)
+	if err != nil || len(top.Entries) != 1 || top.Entries[0].NickName != "Alicia" {
+		t.Errorf("the rebuilt global board's top: %+v %v, want alice named Alicia", top.Entries, err)
+	}
+	if n, err := rdb.Exists(ctx, prefix+":{global}:all_time:renamed").Result(); err != nil || n != 0 {
+		t.Errorf("after the rebuild, the renames it noted are left (%d, %v)", n, err)
+	}
+}
+
+// beforeShadowPage runs f once, before a rebuild writes its first page into the shadow
+// keys (the first script call naming the shadow's removals), after it read the page.
+type beforeShadowPage struct {
+	once sync.Once
+	f    func()
+}
+
+func (h *beforeShadowPage) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *beforeShadowPage) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *beforeShadowPage) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.HasSuffix(s, ":{global}:all_time:gone~") && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+				h.once.Do(h.f)
+				break
+			}
+		}
+		return next(ctx, cmd)
+	}
+}

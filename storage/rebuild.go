@@ -33,15 +33,29 @@ var refreshLockScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`)
 
+// rebuildLockScript takes the rebuild lock (the marker, with a lifetime) unless another
+// rebuild holds it; taken, it drops the renames noted for loads that ended (none is under
+// way): the projector notes the renames it applies while the marker exists (applyScript),
+// and the rebuild's pages take them over the names they read. KEYS: rebuild marker, loads
+// under way, renames. ARGV: token, lifetime ms.
+var rebuildLockScript = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('DEL', KEYS[3]) end
+return 1
+`)
+
 // abortRebuildScript ends a rebuild that failed before its swap, if it still holds the
 // lock: the marker goes (a retry need not wait for it to expire, and the projector stops
-// writing the shadow) and the shadow keys with it.
-// KEYS: rebuild marker, shadow z, u, n, m, removals. ARGV: token.
+// writing the shadow) and the shadow keys with it, and the renames noted unless a load is
+// under way.
+// KEYS: rebuild marker, shadow z, u, n, m, removals, loads under way, renames. ARGV: token.
 var abortRebuildScript = redis.NewScript(entryHashesLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local o = hashes(KEYS[3])
 for i = 1, bucketCount(o) - 1 do redis.call('DEL', bucketKey(o, i)) end
-return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local n = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+if redis.call('EXISTS', KEYS[7]) == 0 then redis.call('DEL', KEYS[8]) end
+return n
 `)
 
 // Rebuild rebuilds a board's Redis state from PostgreSQL into shadow keys while the
@@ -54,11 +68,11 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	start := time.Now()
 	k := b.keys(t.Board, t.Period)
 	token := strconv.FormatInt(start.UnixNano(), 36) + "-" + strconv.FormatUint(rand.Uint64(), 36)
-	ok, err := b.rdb.SetNX(ctx, k.rebuild, token, rebuildLockTTL).Result()
+	ok, err := rebuildLockScript.Run(ctx, b.rdb, []string{k.rebuild, k.loading, k.renamed}, token, rebuildLockTTL.Milliseconds()).Int()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: lock", err)
 	}
-	if !ok {
+	if ok == 0 {
 		return RebuildResult{}, ErrRebuildRunning
 	}
 	lockCtx, stopRefresh := context.WithCancel(context.WithoutCancel(ctx))
@@ -69,7 +83,7 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 		if !swapped {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = abortRebuildScript.Run(actx, b.rdb, []string{k.rebuild, k.zs, k.us, k.ns, k.ms, k.goneS}, token).Err()
+			_ = abortRebuildScript.Run(actx, b.rdb, []string{k.rebuild, k.zs, k.us, k.ns, k.ms, k.goneS, k.loading, k.renamed}, token).Err()
 		}
 	}()
 
@@ -87,10 +101,10 @@ func (b *Boards) Rebuild(ctx context.Context, src *Ranks, t Target) (RebuildResu
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	if _, err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, counted, expected, 0, ""); err != nil {
+	if _, err := b.loadPages(ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS, k.top, k.ver, k.loading, k.renamed}, counted, expected, 0, ""); err != nil {
 		return RebuildResult{}, err
 	}
-	out, err := swapScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
+	out, err := swapScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.loading, k.renamed},
 		b.topN, time.Now().UnixMicro(), token, t.TTL.Milliseconds()).Slice()
 	if err != nil {
 		return RebuildResult{}, redisErr("rebuild: swap", err)

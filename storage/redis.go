@@ -289,7 +289,7 @@ func (b *Boards) Load(ctx context.Context, t Target, next func() ([]EntryState, 
 func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, map[string]string, error), expected int64) (Top, error) {
 	k := b.keys(t.Board, t.Period)
 	token := uuid.NewString()
-	if err := beginLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed}, token).Err(); err != nil {
+	if err := beginLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed, k.rebuild}, token).Err(); err != nil {
 		return Top{}, redisErr("load: begin", err)
 	}
 	pages, err := b.loadPages(ctx, []string{k.z, k.u, k.n, k.m, k.gone, k.top, k.ver, k.loading, k.renamed}, next, expected, t.TTL, token)
@@ -297,7 +297,7 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 		b.endLoad(ctx, k, token)
 		return Top{}, err
 	}
-	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading, k.renamed}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
+	res, err := sealScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.ver, k.loading, k.renamed, k.rebuild}, b.topN, time.Now().UnixMicro(), t.TTL.Milliseconds(), token, pages).Slice()
 	if err != nil {
 		b.endLoad(ctx, k, token)
 		return Top{}, redisErr("load: seal", err)
@@ -315,7 +315,7 @@ func (b *Boards) load(ctx context.Context, t Target, next func() ([]EntryState, 
 func (b *Boards) endLoad(ctx context.Context, k keys, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = endLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed}, token).Err()
+	_ = endLoadScript.Run(ctx, b.rdb, []string{k.loading, k.renamed, k.rebuild}, token).Err()
 }
 
 // errLoadLost is a load on demand some of whose pages Redis lost midway.

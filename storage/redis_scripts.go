@@ -288,12 +288,12 @@ end
 // read the entries before these states were committed, and will replace whatever the live
 // keys hold) and the removals among the states into the live keys (a load may be writing
 // them), and returns {-2}: the caller loads the board from PostgreSQL. Removals are buried
-// (upsertLua) in the live keys and the shadow's. While a load on demand is under way (its
-// hash of loads exists), the new nick names of users the batch renamed are noted in the
-// period's renames (user -> nick name): a page the load read from PostgreSQL before such
-// a name was committed takes it from there, and so does the seal, for names applied to a
-// period not loaded yet (which this script leaves alone); the old name would otherwise
-// stay in Redis for good.
+// (upsertLua) in the live keys and the shadow's. While a load on demand (its hash of loads
+// exists) or a rebuild (its marker) is under way, the new nick names of users the batch
+// renamed are noted in the period's renames (user -> nick name): a page read from
+// PostgreSQL before such a name was committed takes it from there, and so does a load's
+// seal, for names applied to a period not loaded yet (which this script leaves alone);
+// the old name would otherwise stay in Redis for good.
 // KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, removals, shadow removals,
 // loads under way, renames.
 // ARGV: topN, now µs, ttl ms, count, then count × (user, record, sortkey, version, nick,
@@ -301,7 +301,7 @@ end
 var applyScript = redis.NewScript(entryHashesLua + upsertLua + topLua + expireLua + `
 local topN, now, ttl, count = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local renamedAt = 5 + 6 * count
-if tonumber(ARGV[renamedAt]) > 0 and redis.call('EXISTS', KEYS[14]) == 1 then
+if tonumber(ARGV[renamedAt]) > 0 and redis.call('EXISTS', KEYS[14], KEYS[6]) > 0 then
   for i = renamedAt + 1, renamedAt + 2 * tonumber(ARGV[renamedAt]), 2 do
     redis.call('HSET', KEYS[15], ARGV[i], ARGV[i+1])
   end
@@ -362,22 +362,21 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now,
 // keys, or came back with an older copy of them (a restart from its append-only file, a
 // failover), lost the count with the pages, as a script's writes go to the file and the
 // replicas together; the first page too finds the count its load began with (beginLoad),
-// before it read anything. A load on demand writes the nick name noted in the period's
-// renames (applyScript) over the one its page read. KEYS: z, u, n, m, removals, top, ver,
-// loads under way, renames (the last four for a load on demand only). ARGV: count,
+// before it read anything. A page writes the nick name noted in the period's renames
+// (applyScript) over the one it read. KEYS: z, u, n, m, removals, top, ver, loads under
+// way (the last three for a load on demand only), renames. ARGV: count,
 // the number of entries the whole load brings (to size empty entry hashes), ttl ms (0:
 // none), now µs, token (empty for a rebuild's shadow), the page's number from 0, then
 // entries as apply's.
 var loadScript = redis.NewScript(entryHashesLua + upsertLua + expireLua + `
 local count, ttl, token = tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[5]
-local renames = false
 if token ~= '' then
   local page = tonumber(ARGV[6])
   if tonumber(redis.call('HGET', KEYS[8], token) or '-1') ~= page then return -1 end
   redis.call('HSET', KEYS[8], token, page + 1)
   redis.call('PEXPIRE', KEYS[8], 600000)
-  renames = redis.call('PEXPIRE', KEYS[9], 600000) == 1
 end
+local renames = KEYS[9] ~= nil and redis.call('PEXPIRE', KEYS[9], 600000) == 1
 local o = hashes(KEYS[2])
 o.gone = KEYS[5]
 if ttl > 0 and redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
@@ -398,9 +397,9 @@ return count
 // count of pages at 0 in the hash of loads under way (loadScript), which also has the
 // projector note the nick names it applies meanwhile (applyScript). When no other load is
 // under way, the renames noted for earlier ones go: PostgreSQL, read from now on, has them.
-// KEYS: loads under way, renames. ARGV: token.
+// KEYS: loads under way, renames, rebuild marker. ARGV: token.
 var beginLoadScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], ARGV[1], 0)
 redis.call('PEXPIRE', KEYS[1], 600000)
 return 1
@@ -409,10 +408,10 @@ return 1
 // endLoadScript takes a failed load on demand out of the loads under way (and the
 // renames noted for them once none is left): with its token left there, the projector
 // would go on noting renames for it until the hash expired. KEYS: loads under way,
-// renames. ARGV: token.
+// renames, rebuild marker. ARGV: token.
 var endLoadScript = redis.NewScript(`
 redis.call('HDEL', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then redis.call('DEL', KEYS[2]) end
 return 1
 `)
 
@@ -421,8 +420,8 @@ return 1
 // names noted in the period's renames meanwhile (applyScript) of the users it holds an
 // entry of (the renames go once no load is under way), computes the top (which marks the
 // board loaded) with a new version and sets the keys' lifetime; else it answers {-1}.
-// KEYS: z, u, n, m, top, ver, loads under way, renames. ARGV: topN, now µs, ttl ms, token,
-// the pages the load wrote.
+// KEYS: z, u, n, m, top, ver, loads under way, renames, rebuild marker. ARGV: topN, now
+// µs, ttl ms, token, the pages the load wrote.
 var sealScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
 if tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '-1') ~= tonumber(ARGV[5]) then return {-1} end
 redis.call('HDEL', KEYS[7], ARGV[4])
@@ -431,7 +430,7 @@ local renamed = redis.call('HGETALL', KEYS[8])
 for k = 1, #renamed, 2 do
   if redis.call('HEXISTS', bucketOf(o, renamed[k]), renamed[k]) == 1 then redis.call('HSET', KEYS[3], renamed[k], renamed[k + 1]) end
 end
-if redis.call('EXISTS', KEYS[7]) == 0 then redis.call('DEL', KEYS[8]) end
+if redis.call('EXISTS', KEYS[7], KEYS[9]) == 0 then redis.call('DEL', KEYS[8]) end
 local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[1]), ARGV[2], true)
 expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[6], tonumber(ARGV[3]), tonumber(ARGV[2]), true)
 return res
@@ -448,7 +447,9 @@ return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 // swapScript replaces the live board with the shadow one in one step, ends the rebuild
 // and refreshes the top with a new version. It does nothing and returns {-1} unless the
 // rebuild marker still holds the caller's token.
-// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver. ARGV: topN, now µs, token, ttl ms.
+// Unless a load is under way, the renames noted during the rebuild go with the marker.
+// KEYS: z, u, n, m, top, rebuild marker, shadow z, u, n, m, ver, loads under way, renames.
+// ARGV: topN, now µs, token, ttl ms.
 var swapScript = redis.NewScript(entryHashesLua + topLua + expireLua + `
 if redis.call('GET', KEYS[6]) ~= ARGV[3] then return {-1, 0} end
 for _, k in ipairs({1, 3, 4}) do
@@ -469,6 +470,7 @@ for i = 0, math.max(nl, ns) - 1 do
   end
 end
 redis.call('DEL', KEYS[6])
+if redis.call('EXISTS', KEYS[12]) == 0 then redis.call('DEL', KEYS[13]) end
 local o = hashes(KEYS[2])
 local res = refreshTop(KEYS[1], o, KEYS[3], KEYS[4], KEYS[5], KEYS[11], tonumber(ARGV[1]), ARGV[2], true)
 expire(o, {KEYS[1], KEYS[3], KEYS[4]}, KEYS[5], KEYS[11], tonumber(ARGV[4]), tonumber(ARGV[2]), true)

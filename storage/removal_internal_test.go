@@ -221,10 +221,10 @@ func TestRemovalDuringRebuildStaysRemoved(t *testing.T) {
 		}
 		return s, n, err
 	}
-	if _, err := f.b.loadPages(f.ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS}, hooked, 2, 0, ""); err != nil {
+	if _, err := f.b.loadPages(f.ctx, []string{k.zs, k.us, k.ns, k.ms, k.goneS, k.top, k.ver, k.loading, k.renamed}, hooked, 2, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := swapScript.Run(f.ctx, f.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver},
+	if err := swapScript.Run(f.ctx, f.rdb, []string{k.z, k.u, k.n, k.m, k.top, k.rebuild, k.zs, k.us, k.ns, k.ms, k.ver, k.loading, k.renamed},
 		f.b.topN, time.Now().UnixMicro(), "token", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
