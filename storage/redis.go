@@ -31,7 +31,7 @@ import (
 //	{prefix}:{board}:{period}:held hash user -> event ids of admins' adjustments or removals on
 //	                               its way (Hold)
 //	{prefix}:{board}:{period}:loading  hash token -> pages written, of the loads on demand under way
-//	{prefix}:{board}:{period}:renamed  hash user -> nick name applied while a load was under way
+//	{prefix}:{board}:{period}:renamed  hash user -> nick name applied while a load or a rebuild was under way
 //
 // Higher sort keys rank first (the value on desc boards, its negation on asc ones). Equal
 // sort keys order by member, descending: the entry that reached the value first has the
@@ -113,7 +113,8 @@ type keys struct {
 	// loading is the hash of the loads on demand under way: token -> pages written
 	// (loadScript).
 	loading string
-	// renamed is the hash of nick names applied while a load on demand was under way:
+	// renamed is the hash of nick names applied while a load on demand or a rebuild was
+	// under way:
 	// user -> nick name (applyScript).
 	renamed string
 }

@@ -364,7 +364,8 @@ return refreshTop(KEYS[1], live, KEYS[3], KEYS[4], KEYS[5], KEYS[11], topN, now,
 // replicas together; the first page too finds the count its load began with (beginLoad),
 // before it read anything. A page writes the nick name noted in the period's renames
 // (applyScript) over the one it read. KEYS: z, u, n, m, removals, top, ver, loads under
-// way (the last three for a load on demand only), renames. ARGV: count,
+// way (the last three used by a load on demand only: a rebuild passes no ttl and no
+// token), renames. ARGV: count,
 // the number of entries the whole load brings (to size empty entry hashes), ttl ms (0:
 // none), now µs, token (empty for a rebuild's shadow), the page's number from 0, then
 // entries as apply's.
