@@ -114,8 +114,7 @@ type keys struct {
 	// (loadScript).
 	loading string
 	// renamed is the hash of nick names applied while a load on demand or a rebuild was
-	// under way:
-	// user -> nick name (applyScript).
+	// under way: user -> nick name (applyScript).
 	renamed string
 }
 
