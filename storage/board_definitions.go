@@ -26,8 +26,9 @@ const boardDefinitionsLock = 7_345_112_004
 // while a command waits in the outbox (accepted, neither applied nor dead-lettered): the
 // projector would apply it by the new rules (an increment as a set), and the outbox does
 // not say cheaply which boards its commands are for (the payload is the player's JSON,
-// never read there: isEnvelope). A board without entries may change freely once no
-// command waits; one recorded for the first time is taken as it is.
+// never read there: isEnvelope); and so is it while dead letters wait, which a requeue
+// would put back there. A board without entries may change freely once no command waits;
+// one recorded for the first time is taken as it is.
 func RecordBoards(ctx context.Context, pool *pgxpool.Pool, outbox OutboxSchema, boards []BoardDefinition) error {
 	var (
 		waitingShards []int
@@ -85,6 +86,15 @@ func recordBoard(ctx context.Context, tx pgx.Tx, b BoardDefinition, waiting func
 			if len(shards) > 0 {
 				return fmt.Errorf("boards file: board %s was operator %s, order %s, period %s and the file now says operator %s, order %s, period %s, while outbox shards %v hold commands not applied yet, which would be applied by the new rules (an increment as a set): keep its definition until they are applied (stop the API processes and let the relay and projector drain the outbox), then change it",
 					b.ID, was.Operator, was.Order, was.Period, b.Operator, b.Order, b.Period, shards)
+			}
+			// A dead letter requeued after the change would be applied by the new rules too.
+			var dead bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM dead_letters)`).Scan(&dead); err != nil {
+				return fmt.Errorf("look for dead letters: %w", err)
+			}
+			if dead {
+				return fmt.Errorf("boards file: board %s was operator %s, order %s, period %s and the file now says operator %s, order %s, period %s, while dead letters wait (GET /admin/dlq), which a requeue would apply by the new rules (an increment as a set): requeue or delete them with the old definition, then change it",
+					b.ID, was.Operator, was.Order, was.Period, b.Operator, b.Order, b.Period)
 			}
 		}
 		if b.MinValue > was.MinValue || b.MaxValue < was.MaxValue {

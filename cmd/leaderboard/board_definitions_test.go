@@ -125,8 +125,21 @@ func TestBoardDefinitionsWaitForWaitingCommands(t *testing.T) {
 		return ""
 	})
 	svc.stop(t)
+	// A dead letter waits (an increment of spare's, say): a requeue after the change
+	// would apply it by the new rules, so spare keeps its definition until it is gone.
+	if _, err := env.db().Exec(context.Background(), `INSERT INTO dead_letters (uuid, event_id, payload, reason, topic, handler, subscriber)
+		VALUES ('dl-1', 'dl-1', '{}', 'poison', 'leaderboard.score-events', 'apply-score', 'projector')`); err != nil {
+		t.Fatal(err)
+	}
+	const spareSet = `{"id": "fresh", "operator": "incr", "period": "all_time"}, {"id": "spare", "operator": "set", "period": "all_time"}`
+	if err := start(spareSet); err == nil || !strings.Contains(err.Error(), "board spare was operator incr") || !strings.Contains(err.Error(), "dead letters wait") {
+		t.Fatalf("start with spare a set board while a dead letter waits: %v, want a refusal naming the dead letters", err)
+	}
+	if _, err := env.db().Exec(context.Background(), `DELETE FROM dead_letters`); err != nil {
+		t.Fatal(err)
+	}
 	// Nothing waits now: spare, without entries, turns into a set board.
-	svc = env.start(file(`{"id": "fresh", "operator": "incr", "period": "all_time"}, {"id": "spare", "operator": "set", "period": "all_time"}`))
+	svc = env.start(file(spareSet))
 	if r := svc.do(t, "GET", "/v1/boards/fresh/users/a", srv, ""); r.status != 200 || num(r.body["score"]) != 8 {
 		t.Errorf("fresh: %d %s, want 8", r.status, r.raw)
 	}
