@@ -170,22 +170,6 @@ func TestRefreshSendsARankOthersMoved(t *testing.T) {
 	}
 }
 
-// userRanks are the ranks of the user.rank.updated frames.
-func userRanks(frames []Frame) []int64 {
-	var out []int64
-	for _, f := range frames {
-		if f.Event != "user.rank.updated" {
-			continue
-		}
-		var v struct {
-			Rank int64 `json:"rank"`
-		}
-		_ = json.Unmarshal(f.Data, &v)
-		out = append(out, v.Rank)
-	}
-	return out
-}
-
 // TestOwnEntryRemovedIsWithdrawn: user u streams the global board and is shown her
 // own entry (rank 1, 500 points). An admin removes the entry (DELETE
 // /admin/boards/global/entries/u), or bans u: the projector tells u's streams

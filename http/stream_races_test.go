@@ -43,17 +43,22 @@ func (g *inFlightUser) User(_ context.Context, _, _, _ string) (storage.Entry, e
 func (g *inFlightUser) set(score int64) { g.mu.Lock(); g.score = score; g.mu.Unlock() }
 
 // userScores are the scores of the user.rank.updated frames, in order.
-func userScores(frames []Frame) []int64 {
+func userScores(frames []Frame) []int64 { return userField(frames, "score") }
+
+// userRanks are the ranks of the user.rank.updated frames.
+func userRanks(frames []Frame) []int64 { return userField(frames, "rank") }
+
+// userField is one integer field of each user.rank.updated frame.
+func userField(frames []Frame, field string) []int64 {
 	var out []int64
 	for _, f := range frames {
 		if f.Event != "user.rank.updated" {
 			continue
 		}
-		var v struct {
-			Score int64 `json:"score"`
-		}
+		var v map[string]any
 		_ = json.Unmarshal(f.Data, &v)
-		out = append(out, v.Score)
+		n, _ := v[field].(float64)
+		out = append(out, int64(n))
 	}
 	return out
 }
