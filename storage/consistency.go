@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -10,8 +12,11 @@ import (
 
 // Difference is one entry on which Redis and PostgreSQL disagree.
 type Difference struct {
-	UserID   string `json:"user_id"`
-	Postgres string `json:"postgres"` // "score/version", or "" when missing
+	UserID string `json:"user_id"`
+	// Field is what differs: "entry" (score, version, rank order or time), "nick_name" or
+	// "metadata"; empty for an entry missing from one side.
+	Field    string `json:"field,omitempty"`
+	Postgres string `json:"postgres"` // "score/version" ("" when missing), or the nick name or metadata
 	Redis    string `json:"redis"`
 }
 
@@ -72,14 +77,14 @@ func (b *Boards) CheckConsistency(ctx context.Context, src *Ranks, board, period
 		if !full {
 			limit = sample
 		}
-		states, _, err := src.page(ctx, board, period, after, limit, !full)
+		states, nicks, err := src.page(ctx, board, period, after, limit, !full)
 		if err != nil {
 			return rep, err
 		}
 		if len(states) == 0 {
 			break
 		}
-		differ, err := b.compare(ctx, k, states, &rep)
+		differ, err := b.compare(ctx, k, states, nicks, &rep)
 		if err != nil {
 			return rep, err
 		}
@@ -220,13 +225,13 @@ func (b *Boards) recheck(ctx context.Context, src *Ranks, k keys, board, period 
 	if len(users) == 0 {
 		return nil
 	}
-	states, err := src.statesOf(ctx, board, period, users)
+	states, nicks, err := src.statesOf(ctx, board, period, users)
 	if err != nil {
 		return err
 	}
 	again := ConsistencyReport{Differences: []Difference{}}
 	if len(states) > 0 {
-		if _, err := b.compare(ctx, k, states, &again); err != nil {
+		if _, err := b.compare(ctx, k, states, nicks, &again); err != nil {
 			return err
 		}
 	}
@@ -265,40 +270,72 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // compare checks states against Redis, counting into rep, and returns the users that
-// differ.
-func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, rep *ConsistencyReport) ([]string, error) {
-	users := make([]string, len(states))
+// differ: in their entry (score, version, member, sort key, time), their nick name
+// (nicks: PostgreSQL's, by user) or their metadata.
+func (b *Boards) compare(ctx context.Context, k keys, states []EntryState, nicks map[string]string, rep *ConsistencyReport) ([]string, error) {
+	args := make([]any, len(states))
 	for i, s := range states {
-		users[i] = s.UserID
+		args[i] = s.UserID
 	}
-	res, err := b.records(ctx, k, users)
+	res, err := checkScript.Run(ctx, b.rdb, []string{k.z, k.u, k.n, k.m}, args...).Slice()
 	if err != nil {
-		return nil, err
+		return nil, redisErr("consistency: read", err)
+	}
+	if len(res) != 4*len(states) {
+		return nil, fmt.Errorf("consistency: %d fields for %d users", len(res), len(states))
 	}
 	var differ []string
 	for i, s := range states {
 		rep.Checked++
 		want := fmt.Sprintf("%d/%d", s.Score, s.Version)
-		rec, _ := res[2*i].(string)
+		f := res[4*i : 4*i+4]
+		rec, _ := f[0].(string)
 		if rec == "" {
 			rep.MissingInRedis++
 			rep.addDifference(Difference{UserID: s.UserID, Postgres: want})
 			differ = append(differ, s.UserID)
 			continue
 		}
-		sortKey, err := parseSortKey(res[2*i+1])
+		sortKey, err := parseSortKey(f[1])
 		var st storedEntry
 		if err == nil {
 			st, err = decodeRecord(s.UserID, rec, sortKey)
 		}
-		if err != nil || st.score != s.Score || st.version != s.Version || st.member != redisMember(s.UserID, s.ReachedAt) ||
-			!st.updated.Equal(s.UpdatedAt.Truncate(time.Microsecond)) || int64(sortKey) != s.SortKey {
-			rep.Mismatched++
-			rep.addDifference(Difference{UserID: s.UserID, Postgres: want, Redis: fmt.Sprintf("%d/%d", st.score, st.version)})
-			differ = append(differ, s.UserID)
+		got := fmt.Sprintf("%d/%d", st.score, st.version)
+		nick, _ := f[2].(string)
+		meta, _ := f[3].(string)
+		d := Difference{UserID: s.UserID, Postgres: want, Redis: got}
+		switch {
+		case err != nil || st.score != s.Score || st.version != s.Version || st.member != redisMember(s.UserID, s.ReachedAt) ||
+			!st.updated.Equal(s.UpdatedAt.Truncate(time.Microsecond)) || int64(sortKey) != s.SortKey:
+			d.Field = "entry"
+		case nick != nicks[s.UserID]:
+			d.Field, d.Postgres, d.Redis = "nick_name", nicks[s.UserID], nick
+		case !sameJSON(meta, string(s.Metadata)):
+			d.Field, d.Postgres, d.Redis = "metadata", string(s.Metadata), meta
+		default:
+			continue
 		}
+		rep.Mismatched++
+		rep.addDifference(d)
+		differ = append(differ, s.UserID)
 	}
 	return differ, nil
+}
+
+// sameJSON reports whether two JSON texts (or two empty strings) hold the same value.
+func sameJSON(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if a == "" || b == "" {
+		return false
+	}
+	var va, vb any
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 func (rep *ConsistencyReport) addDifference(d Difference) {

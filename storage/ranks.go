@@ -152,6 +152,12 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 	if err != nil {
 		return nil, nil, unavailable("read board entries", err)
 	}
+	return collectNamed(rows)
+}
+
+// collectNamed reads rows of entryColumns and a nick name ('' for none): the entries, and
+// the nick names by user.
+func collectNamed(rows pgx.Rows) ([]EntryState, map[string]string, error) {
 	nicks := map[string]string{}
 	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) {
 		var s EntryState
@@ -170,15 +176,15 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 }
 
 // statesOf reads the users' visible entries of a board period (users without one left
-// out).
-func (r *Ranks) statesOf(ctx context.Context, board, period string, users []string) ([]EntryState, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+entryColumns+` FROM visible_entries e
-		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = ANY($3)`, board, period, users)
+// out), and the nick names of those who have one.
+func (r *Ranks) statesOf(ctx context.Context, board, period string, users []string) ([]EntryState, map[string]string, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+entryColumns+`, coalesce(u.nick_name, '')
+		FROM visible_entries e LEFT JOIN users u ON u.user_id = e.user_id
+		WHERE e.board_id = $1 AND e.period = $2 AND e.user_id = ANY($3) ORDER BY e.user_id`, board, period, users)
 	if err != nil {
-		return nil, unavailable("read board entries", err)
+		return nil, nil, unavailable("read board entries", err)
 	}
-	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EntryState, error) { return scanEntry(row) })
-	return states, unavailable("read board entries", err)
+	return collectNamed(rows)
 }
 
 // absent returns those of users without a visible entry of the board period.

@@ -509,6 +509,22 @@ end
 return out
 `)
 
+// checkScript returns, for each user in ARGV, its record, sort key, nick name and
+// metadata (empty strings where Redis holds none), for CheckConsistency. KEYS: z, u, n, m.
+var checkScript = redis.NewScript(entryReadLua + `
+local o = hashes(KEYS[2])
+local out = {}
+for _, user in ipairs(ARGV) do
+  local rec = redis.call('HGET', bucketOf(o, user), user)
+  local score = rec and redis.call('ZSCORE', KEYS[1], recMember(rec, user))
+  out[#out + 1] = rec or ''
+  out[#out + 1] = score or ''
+  out[#out + 1] = redis.call('HGET', KEYS[3], user) or ''
+  out[#out + 1] = redis.call('HGET', KEYS[4], user) or ''
+end
+return out
+`)
+
 // entriesLua defines entries(o, n, m, list): for members returned WITHSCORES, the flat
 // array member, sort key, record, nick name, metadata of each.
 const entriesLua = `
