@@ -150,14 +150,14 @@ func (b Board) Combine(cur *EntryValue, v int64, at time.Time) (EntryValue, bool
 		}
 		return EntryValue{Value: total, ReachedAt: reached, UpdatedAt: maxTime(cur.UpdatedAt, at)}, true
 	case OpSet:
-		if at.Before(cur.UpdatedAt) { // an older event than the entry's last change
-			return *cur, false
-		}
+		// The latest command of the user's (their commit order) wins, also one accepted
+		// before the entry's last change (another API process's clock, or a write committed
+		// after an admin's adjustment): the update time does not go back.
 		reached := at
 		if v == cur.Value {
 			reached = cur.ReachedAt
 		}
-		return EntryValue{Value: v, ReachedAt: reached, UpdatedAt: at}, true
+		return EntryValue{Value: v, ReachedAt: reached, UpdatedAt: maxTime(cur.UpdatedAt, at)}, true
 	}
 	return *cur, false
 }

@@ -45,7 +45,7 @@ func TestBoardCombine(t *testing.T) {
 		{"incr: the first delta stops at max_value", board(configs.OpIncr, configs.OrderDesc), nil, 5000, sec(1), configs.EntryValue{1000, sec(1), sec(1)}, true},
 		{"set: the latest wins", board(configs.OpSet, configs.OrderDesc), cur, 3, sec(30), configs.EntryValue{3, sec(30), sec(30)}, true},
 		{"set: the same value keeps its reach time", board(configs.OpSet, configs.OrderDesc), cur, 100, sec(30), configs.EntryValue{100, sec(10), sec(30)}, true},
-		{"set: an older event is ignored", board(configs.OpSet, configs.OrderDesc), cur, 3, sec(15), *cur, false},
+		{"set: the next command wins though accepted earlier; the update time does not go back", board(configs.OpSet, configs.OrderDesc), cur, 3, sec(15), configs.EntryValue{3, sec(15), sec(20)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

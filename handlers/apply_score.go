@@ -72,6 +72,8 @@ type ApplyScore struct {
 type forwarded struct {
 	payload []byte
 	row     storage.OutboxRow
+	// requeued: the message is a dead letter an admin requeued (storage.MetaAttempts).
+	requeued bool
 }
 
 // ApplyScoreConfig configures ApplyScore.
@@ -119,7 +121,7 @@ func (a *ApplyScore) Close() { a.batcher.Close() }
 // Handle is the watermill handler function.
 func (a *ApplyScore) Handle(msg *message.Message) error {
 	row, _ := storage.ParseOutboxRow(msg.Metadata.Get(messages.MetaOutboxRow))
-	_, err := a.batcher.Do(msg.Context(), forwarded{payload: msg.Payload, row: row})
+	_, err := a.batcher.Do(msg.Context(), forwarded{payload: msg.Payload, row: row, requeued: msg.Metadata.Get(storage.MetaAttempts) != ""})
 	return err
 }
 
@@ -181,7 +183,7 @@ func (a *ApplyScore) settle(msgs []forwarded) []storage.Result[bool] {
 			continue
 		}
 		for j := range events {
-			events[j].Outbox = m.row
+			events[j].Outbox, events[j].Requeued = m.row, m.requeued
 		}
 		cmds = append(cmds, events)
 		of = append(of, i)
@@ -398,7 +400,10 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 // user's commands reach the projector in the order they were committed to the outbox (the
 // order of their partition, one after the other: router.WindowSubscriber), and are applied
 // in that order: a write accepted just before an admin's adjustment but committed after it
-// is applied after it, in this batch or the next alike.
+// is applied after it, in this batch or the next alike: on a set board its value and
+// metadata are the entry's, whatever the API's clocks said. Only a dead letter an admin
+// requeued comes out of that order: on a set board, one accepted before the entry's last
+// change changes nothing.
 func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 	return func(current map[storage.EntryKey]storage.EntryState, events []storage.ScoreEvent) ([]storage.EntryState, error) {
 		state := map[storage.EntryKey]*storage.EntryState{}
@@ -430,16 +435,22 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 				next = storage.EntryState{Score: e.Value, ReachedAt: e.OccurredAt, UpdatedAt: e.OccurredAt}
 				if cur != nil {
 					next.Metadata = prev.Metadata
+					if cur.UpdatedAt.After(e.OccurredAt) { // accepted before the entry's last change, committed after
+						next.UpdatedAt = cur.UpdatedAt
+					}
 				}
 			default:
+				if b.Operator == configs.OpSet && e.Requeued && cur != nil && e.OccurredAt.Before(cur.UpdatedAt) {
+					continue // a requeued dead letter takes no newer value back
+				}
 				v, ok := b.Combine(cur, e.Value, e.OccurredAt)
 				if !ok {
 					continue
 				}
 				next = storage.EntryState{Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt, Metadata: e.Metadata}
-				if cur != nil && v.UpdatedAt.After(e.OccurredAt) {
+				if cur != nil && b.Operator != configs.OpSet && v.UpdatedAt.After(e.OccurredAt) {
 					// A newer event changed the entry last (an increment accepted before it,
-					// applied after): its metadata stays.
+					// applied after): its metadata stays. A set's value and metadata go together.
 					next.Metadata = prev.Metadata
 				}
 			}

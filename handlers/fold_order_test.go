@@ -25,6 +25,7 @@ func orderFold() storage.FoldFunc {
 		"capped": {ID: "capped", Operator: configs.OpIncr, Order: configs.OrderDesc, Period: configs.PeriodAllTime, MinValue: 0, MaxValue: 10, MaxDelta: 10},
 		"points": {ID: "points", Operator: configs.OpIncr, Order: configs.OrderDesc, Period: configs.PeriodAllTime, MinValue: 0, MaxValue: configs.MaxExactScore, MaxDelta: 1000},
 		"laps":   {ID: "laps", Operator: configs.OpBest, Order: configs.OrderAsc, Period: configs.PeriodAllTime, MinValue: 1, MaxValue: configs.MaxExactScore},
+		"latest": {ID: "latest", Operator: configs.OpSet, Order: configs.OrderDesc, Period: configs.PeriodAllTime, MinValue: 0, MaxValue: 1000},
 	}
 	return FoldWith(func(id string) (configs.Board, bool) { b, ok := boards[id]; return b, ok })
 }
@@ -93,5 +94,39 @@ func TestFoldLateIncrementKeepsNewerMetadata(t *testing.T) {
 	if string(got.Metadata) != `{"m":"new"}` || !got.UpdatedAt.Equal(foldAt(2)) {
 		t.Errorf("late increment (t1) over an entry changed at t2: metadata %s updated %s, want metadata {\"m\":\"new\"} updated %s",
 			got.Metadata, got.UpdatedAt.Format(time.RFC3339), foldAt(2).Format(time.RFC3339))
+	}
+}
+
+// A set board takes the user's next command, value and metadata, though the API accepted
+// it before the entry's last change (another process's clock, or a commit that waited);
+// the update time does not go back. A requeued dead letter accepted before the entry's
+// last change changes nothing; one accepted after it applies.
+func TestFoldSetTakesTheNextCommand(t *testing.T) {
+	cur := orderCurrent("latest", 100, foldAt(2))
+	got := orderFoldOne(t, cur, orderEvent("next", "latest", "", 3, foldAt(1), `{"m":"next"}`))
+	if got.Score != 3 || string(got.Metadata) != `{"m":"next"}` || !got.UpdatedAt.Equal(foldAt(2)) {
+		t.Errorf("the next set, accepted at t1 over an entry changed at t2: %d %s updated %s, want 3 {\"m\":\"next\"} updated %s",
+			got.Score, got.Metadata, got.UpdatedAt.Format(time.RFC3339), foldAt(2).Format(time.RFC3339))
+	}
+	old := orderEvent("old", "latest", "", 3, foldAt(1), "")
+	old.Requeued = true
+	if out, err := orderFold()(cur, []storage.ScoreEvent{old}); err != nil || len(out) != 0 {
+		t.Errorf("a requeued set accepted before the entry's last change: %+v %v, want no change", out, err)
+	}
+	late := orderEvent("late", "latest", "", 4, foldAt(3), "")
+	late.Requeued = true
+	if got := orderFoldOne(t, cur, late); got.Score != 4 || !got.UpdatedAt.Equal(foldAt(3)) {
+		t.Errorf("a requeued set accepted after the entry's last change: %+v, want 4 at t3", got)
+	}
+}
+
+// An admin's adjustment accepted before the entry's last change and committed after it
+// sets the value; the update time does not go back.
+func TestFoldLateAdjustmentKeepsTheUpdateTime(t *testing.T) {
+	cur := orderCurrent("points", 7, foldAt(2))
+	got := orderFoldOne(t, cur, orderEvent("adj", "points", storage.OpAdjust, 50, foldAt(1), ""))
+	if got.Score != 50 || !got.UpdatedAt.Equal(foldAt(2)) {
+		t.Errorf("an adjustment accepted at t1 over an entry changed at t2: %d updated %s, want 50 updated %s",
+			got.Score, got.UpdatedAt.Format(time.RFC3339), foldAt(2).Format(time.RFC3339))
 	}
 }

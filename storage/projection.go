@@ -38,6 +38,9 @@ type ScoreEvent struct {
 	OccurredAt time.Time
 	// Metadata is the event's JSON object (nil for none).
 	Metadata []byte
+	// Requeued: the command comes from a dead letter an admin requeued (it carries
+	// MetaAttempts): it may be older than the entry's last change (handlers.FoldWith).
+	Requeued bool
 	// Outbox is the outbox row the event's command was forwarded from (zero: unknown). Apply
 	// deletes it with the transaction that applies the event (see Projection.WithOutbox).
 	Outbox OutboxRow
