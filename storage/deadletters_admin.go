@@ -109,16 +109,17 @@ func (a *DeadLetterAdmin) Get(ctx context.Context, id int64) (DeadLetter, error)
 // with it, in the same transaction: a row left behind would be neither applied nor
 // dead-lettered, which the relay's Rewind takes for a command a broker lost, and would
 // forward again at every relay start. Those are the accepted command's rows and the
-// envelopes of requeues made before it was dead-lettered (fewer attempts than it); a
-// requeue of a duplicate dead letter of the same message, as recent as this one or more,
-// stays on its way. A message is found by its event id or its uuid.
+// envelopes of requeues made before it was dead-lettered (fewer attempts than it, and
+// written before it); a requeue of a duplicate dead letter of the same message, as recent
+// as this one or more, stays on its way, and so does a newer command that reuses the
+// event id. A message is found by its event id or its uuid.
 func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
 		var user, event sql.NullString
-		var uuid, topic, reason string
+		var uuid, topic, reason, letterTx string
 		var attempts int
-		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id, uuid, attempts, topic, reason`, id).
-			Scan(&user, &event, &uuid, &attempts, &topic, &reason)
+		err := tx.QueryRowContext(ctx, `DELETE FROM dead_letters WHERE id = $1 RETURNING user_id, event_id, uuid, attempts, topic, reason, tx::text`, id).
+			Scan(&user, &event, &uuid, &attempts, &topic, &reason, &letterTx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -135,8 +136,9 @@ func (a *DeadLetterAdmin) Delete(ctx context.Context, id int64, actor string) er
 		for shard := range a.shards {
 			o := a.schema.Messages.MessagesTable(a.schema.Topic(shard))
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+o+` o
-				WHERE `+rowUser("o")+` IS NOT DISTINCT FROM $1 AND `+rowEvent("o")+` = ANY($2) AND `+rowAttempts("o")+` < $3`,
-				user, ids, attempts); err != nil {
+				WHERE `+rowUser("o")+` IS NOT DISTINCT FROM $1 AND `+rowEvent("o")+` = ANY($2) AND `+rowAttempts("o")+` < $3
+				  AND o.transaction_id < $4::xid8`,
+				user, ids, attempts, letterTx); err != nil {
 				return err
 			}
 		}

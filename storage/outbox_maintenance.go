@@ -49,15 +49,17 @@ func isEnvelope(alias string) string {
 // rowDone is true when the event of outbox row alias was applied, or dead-lettered since
 // it was put there: by a dead letter with more attempts than the row carries (a duplicate
 // dead letter of a requeued command, as old as the one requeued, says nothing of the
-// requeue). A dead letter is found by its event id or its message uuid (a command's are
+// requeue), written by a later transaction than the row (an old dead letter says nothing
+// of a new command that reuses its event id after the request log forgot it). A dead letter is found by its event id or its message uuid (a command's are
 // the same; a malformed message another producer put on the topic, requeued, has only
 // the uuid, and may have no user), each through an index; an empty one names nothing
 // (every message without one has it: a requeue gives it a uuid).
 func rowDone(alias string) string {
 	u, e, n := rowUser(alias), `NULLIF(`+rowEvent(alias)+`, '')`, rowAttempts(alias)
+	x := alias + `.transaction_id`
 	return `(EXISTS (SELECT 1 FROM score_history h WHERE h.user_id = ` + u + ` AND h.event_id = ` + e + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + ` AND l.attempts > ` + n + `)
-		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.uuid = ` + e + ` AND l.uuid <> '' AND l.user_id IS NOT DISTINCT FROM ` + u + ` AND l.attempts > ` + n + `))`
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = ` + u + ` AND l.event_id = ` + e + ` AND l.attempts > ` + n + ` AND l.tx > ` + x + `)
+		OR EXISTS (SELECT 1 FROM dead_letters l WHERE l.uuid = ` + e + ` AND l.uuid <> '' AND l.user_id IS NOT DISTINCT FROM ` + u + ` AND l.attempts > ` + n + ` AND l.tx > ` + x + `))`
 }
 
 // rowAttempts is how many times the message of outbox row alias was dead-lettered before
@@ -203,7 +205,7 @@ func pruneSQL(msgs, offs string) string {
 			SELECT coalesce((SELECT offset_acked FROM ` + offs + ` WHERE consumer_group = $1), 0) AS o,
 			       coalesce((SELECT last_processed_transaction_id FROM ` + offs + ` WHERE consumer_group = $1), '0'::xid8) AS tx
 		), oldest AS (
-			SELECT m.ctid AS tid, m.uuid, m.payload, m.metadata FROM ` + msgs + ` m, pos
+			SELECT m.ctid AS tid, m.transaction_id, m.uuid, m.payload, m.metadata FROM ` + msgs + ` m, pos
 			WHERE (m.transaction_id, m."offset") <= (pos.tx, pos.o)
 			ORDER BY m.transaction_id, m."offset" LIMIT $2
 		)

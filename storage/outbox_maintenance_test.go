@@ -544,3 +544,44 @@ func TestDeletedDeadLetterStaysDeleted(t *testing.T) {
 		t.Errorf("Rewind after the admin discarded ev-3 = %d rows forwarded again (from %v), want 0", n, outboxRows(t, f.pool, 0))
 	}
 }
+
+// TestOldDeadLetterSaysNothingOfANewerCommand: ev-3 of a user is dead-lettered; once the
+// request log forgot the event id, the user's game reuses it for a new command. The old
+// letter does not make the new command's row look done: the relay's rewind forwards it
+// again (a broker that lost it), the prune keeps it, and an admin's delete of the old
+// letter leaves it on its way (it dropped the row of a write answered 202).
+func TestOldDeadLetterSaysNothingOfANewerCommand(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t) // ev-3 is dead-lettered, ev-4 pending
+	ctx := testContext(t)
+	mustApply(t, storage.NewProjection(f.pool), incrEvent("ev-4", f.users[3], 1, at(4)))
+	if _, err := f.pool.Exec(ctx, `DELETE FROM score_requests WHERE event_id = 'ev-3'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.accept(command("ev-3", f.users[2], "again")); got != storage.Accepted {
+		t.Fatalf("Accept of the reused ev-3 = %v", got)
+	}
+	var newer position
+	if err := f.pool.QueryRow(ctx, `SELECT transaction_id::text, "offset" FROM `+outboxTable(0)+` ORDER BY transaction_id DESC, "offset" DESC LIMIT 1`).Scan(&newer.tx, &newer.offset); err != nil {
+		t.Fatal(err)
+	}
+	f.setOffset(newer) // all forwarded, the new ev-3 too
+	if n := f.rewind(); n != 1 {
+		t.Errorf("Rewind = %d rows, want 1: the new ev-3 was never applied", n)
+	}
+	f.setOffset(newer)
+	if _, err := f.maint.Prune(ctx, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := f.pool.QueryRow(ctx, `SELECT id FROM dead_letters WHERE event_id = 'ev-3'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.NewDeadLetterAdmin(f.db, storage.NewOutboxSchema(), testShards).Delete(ctx, id, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+outboxTable(0)+` WHERE uuid = 'ev-3'`).Scan(&left); err != nil || left != 1 {
+		t.Errorf("outbox rows of ev-3 after the prune and the old letter's delete: %d (%v), want the new command's: %v", left, err, outboxRows(t, f.pool, 0))
+	}
+}

@@ -52,10 +52,15 @@ func (r *Retention) Prune(ctx context.Context) (Pruned, error) {
 	var p Pruned
 	var err error
 	now := r.cfg.Now()
-	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, now, r.cfg.EventIDs); err != nil {
+	if p.EventIDs, err = r.deleteOlder(ctx, `score_requests`, `accepted_at`, ``, now, r.cfg.EventIDs); err != nil {
 		return p, err
 	}
-	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`, now, r.historyAge()); err != nil {
+	// The history is what keeps an event from being applied twice: a dead letter of an
+	// applied command (a duplicate delivery's, or one whose Redis step failed after the
+	// commit) may be requeued at any age, so the history of a command a dead letter holds
+	// stays until the letter is requeued or deleted.
+	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`,
+		`NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = t.user_id AND l.event_id = t.event_id)`, now, r.historyAge()); err != nil {
 		return p, err
 	}
 	p.Anomalies, err = r.anomalies.Prune(ctx, r.cfg.Anomalies)
@@ -76,12 +81,15 @@ func (r *Retention) historyAge() time.Duration {
 }
 
 // deleteOlder deletes the rows of table whose column is more than age before now and
-// before PostgreSQL's now(), a batch at a time.
-func (r *Retention) deleteOlder(ctx context.Context, table, column string, now time.Time, age time.Duration) (int64, error) {
+// before PostgreSQL's now(), and that meet cond (if any; the row is t), a batch at a time.
+func (r *Retention) deleteOlder(ctx context.Context, table, column, cond string, now time.Time, age time.Duration) (int64, error) {
+	if cond != "" {
+		cond = ` AND ` + cond
+	}
 	var total int64
 	for {
-		tag, err := r.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (SELECT ctid FROM `+table+` WHERE `+column+
-			` < least($1::timestamptz, now()) - $3::bigint * interval '1 microsecond' LIMIT $2)`, now, pruneBatch, age.Microseconds())
+		tag, err := r.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (SELECT ctid FROM `+table+` t WHERE t.`+column+
+			` < least($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'`+cond+` LIMIT $2)`, now, pruneBatch, age.Microseconds())
 		if err != nil {
 			return total, unavailable("prune "+table, err)
 		}

@@ -51,6 +51,46 @@ func TestRetention(t *testing.T) {
 	}
 }
 
+// TestRetentionKeepsTheHistoryOfDeadLetters: a dead letter may hold a command that was
+// applied (a duplicate delivery's letter, or one whose Redis step failed after the commit)
+// and be requeued at any age; only the history tells the projector it was applied. So the
+// history of a command a dead letter holds stays past its retention, until the letter
+// is gone (a requeue of it after the prune applied an increment twice).
+func TestRetentionKeepsTheHistoryOfDeadLetters(t *testing.T) {
+	t.Parallel()
+	pool := newMigratedPool(t, 1)
+	ctx := testContext(t)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO score_history (event_id, board_id, period, operator, user_id, value, occurred_at, applied_at)
+		SELECT 'e' || i, 'points', 'all_time', 'incr', u, 10, $1, $1::timestamptz - interval '100 days'
+		FROM generate_series(1, 2) i, unnest(ARRAY['dup', 'other']) u`, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO dead_letters (uuid, event_id, user_id, payload, reason, topic, handler, subscriber)
+		VALUES ('e1', 'e1', 'dup', '{}', 'panic', 'leaderboard.score-events', 'apply-score', 'kafka')`); err != nil {
+		t.Fatal(err)
+	}
+	r := storage.NewRetention(pool, storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 100,
+		Interval: time.Hour, Now: func() time.Time { return now }}, slog.New(slog.DiscardHandler))
+	history := func() string {
+		var left string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(user_id || '/' || event_id, ' ' ORDER BY user_id, event_id), '') FROM score_history`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	if p, err := r.Prune(ctx); err != nil || p.History != 3 || history() != "dup/e1" {
+		t.Fatalf("pruned %+v (%v), history left %q; want 3 pruned and dup's e1 (its dead letter waits) kept", p, err, history())
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM dead_letters`); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.Prune(ctx); err != nil || p.History != 1 || history() != "" {
+		t.Fatalf("after the letter's delete: pruned %+v (%v), history left %q; want dup's e1 gone", p, err, history())
+	}
+}
+
 // TestRetryAfterRetentionIsNotAppliedTwiceWithEqualRetentions: the configuration
 // accepts LEADERBOARD_HISTORY_RETENTION equal to LEADERBOARD_EVENT_ID_RETENTION ("never
 // shorter than the event ids"). A command is
