@@ -190,6 +190,21 @@ func (r *Reads) Users(ctx context.Context, board, period string, userIDs []strin
 	return es, err
 }
 
+// applied reads a user's entry to answer a write applied to it: as fast does, and from
+// PostgreSQL for a period Redis does not keep (a retry of a write whose day is over, or a
+// write the pipeline applied after its period left Redis); settled says it came from
+// PostgreSQL, which shows every applied event.
+func (r *Reads) applied(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, settled bool, err error) {
+	if _, hot, err := r.periods.InRedis(ctx, b, period); err != nil {
+		return storage.Entry{}, false, err
+	} else if !hot {
+		e, err := r.closed.User(ctx, b.Key(), period, userID)
+		return e, true, err
+	}
+	e, err = r.fast(ctx, b, period, userID)
+	return e, false, err
+}
+
 // fast reads a user's entry for the write path: Redis only (loading a period it does not
 // hold), never PostgreSQL, so a Redis outage costs the write path nothing.
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {

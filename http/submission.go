@@ -254,7 +254,7 @@ func outcome(seen storage.AcceptOutcome, period string, at time.Time) (submitted
 }
 
 // WaitApplied polls until the projection applied the event and Redis shows it (PostgreSQL
-// is written before Redis), or ctx ends; it returns the entry and the period the event was
+// is written before Redis; for a period Redis no longer keeps, PostgreSQL), or ctx ends; it returns the entry and the period the event was
 // applied to. Redis shows it when its entry is at least as new as PostgreSQL's once the
 // event was applied (by version) and reflects the value: an update time alone cannot tell
 // an increment from the user's previous one accepted in the same microsecond. A retry of
@@ -274,7 +274,8 @@ func (s submission) WaitApplied(ctx context.Context, w submit, res submitted) (s
 			// A retry, also one accepted again after its event id's retention, was applied
 			// before: the entry need not have changed since its acceptance.
 			retry := res.Outcome == storage.Duplicate || a.BeforeAcceptance
-			if cur, err := s.reads.fast(ctx, w.Board, a.Period, w.UserID); err == nil && cur.Version >= a.Version && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
+			cur, settled, err := s.reads.applied(ctx, w.Board, a.Period, w.UserID)
+			if err == nil && (settled || cur.Version >= a.Version) && (retry || w.Board.Reflects(cur.Score, cur.UpdatedAt, w.Value, res.At)) {
 				return cur, a.Period, true
 			}
 		}
