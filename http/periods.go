@@ -33,6 +33,10 @@ var (
 // admin starts through another process becomes current here within it.
 const seasonsMaxAge = time.Second
 
+// staleSeasonsWait is how long a request waits for a listing of the seasons when it has an
+// older view to answer from.
+const staleSeasonsWait = 200 * time.Millisecond
+
 // Periods decides periods with the board rules: the current period of a board (the
 // period an event accepted now counts for), what a ?period= names, and whether Redis keeps
 // a period or reads go to PostgreSQL.
@@ -66,7 +70,7 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 	known, started := p.known, p.started
 	p.mu.Unlock()
 	if !fresh {
-		v, err, _ := p.group.Do("seasons:"+strconv.FormatUint(started, 10), func() (any, error) {
+		ch := p.group.DoChan("seasons:"+strconv.FormatUint(started, 10), func() (any, error) {
 			// Other requests wait on this listing: it does not end with this one's.
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
@@ -85,12 +89,27 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 			p.mu.Unlock()
 			return m, nil
 		})
-		if err != nil {
-			if known == nil {
-				return nil, err
+		// With a view to fall back on, a slow listing (PostgreSQL hanging) holds a
+		// request up for staleSeasonsWait at most, not for the listing's 10 s: reads of
+		// season boards come from Redis, and a write cannot be accepted meanwhile anyway.
+		var stale <-chan time.Time
+		if known != nil {
+			t := time.NewTimer(staleSeasonsWait)
+			defer t.Stop()
+			stale = t.C
+		}
+		select {
+		case r := <-ch:
+			if r.Err == nil {
+				known = r.Val.(map[string][]string)
+			} else if known == nil {
+				return nil, r.Err
 			}
-		} else {
-			known = v.(map[string][]string)
+		case <-stale:
+		case <-ctx.Done():
+			if known == nil {
+				return nil, ctx.Err()
+			}
 		}
 	}
 	return append([]string{configs.FirstSeason}, known[board]...), nil

@@ -207,3 +207,50 @@ func listBoards(t *testing.T, periods *Periods) []listedBoard {
 	}
 	return resp.Boards
 }
+
+// TestSeasonsAnswerFromTheLastViewWhilePostgresHangs: the view of the seasons is older
+// than seasonsMaxAge and PostgreSQL does not answer the listing. A request with a view to
+// fall back on answers from it instead of waiting for the listing's 10 s (a read of a
+// season board took 20 s, two listings, with Redis up; found by a review of the time
+// paths); one without (nothing listed yet) still waits for the listing, and for its own
+// request only as long as that lasts.
+func TestSeasonsAnswerFromTheLastViewWhilePostgresHangs(t *testing.T) {
+	cfg, err := configs.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := cfg.Board("season")
+	store := &ctxSeasons{listing: make(chan struct{}), release: make(chan struct{})}
+	clk := newClock()
+	p := NewPeriods(cfg, store, clk.now)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Current(ctx, b); err == nil {
+		t.Fatal("no view and no listing: answered anyway")
+	}
+	close(store.release)
+	if cur, err := p.Current(context.Background(), b); err != nil || cur != "2027-spring" {
+		t.Fatalf("current season %q, %v", cur, err)
+	}
+
+	hang := &ctxSeasons{listing: make(chan struct{}), release: make(chan struct{})}
+	defer close(hang.release)
+	p.mu.Lock()
+	p.seasons = hang
+	p.mu.Unlock()
+	clk.advance(2 * seasonsMaxAge)
+	done := make(chan string, 1)
+	go func() {
+		cur, err := p.Current(context.Background(), b)
+		done <- fmt.Sprint(cur, err)
+	}()
+	select {
+	case got := <-done:
+		if got != "2027-spring<nil>" {
+			t.Fatalf("with the listing hanging: %s, want the last view's 2027-spring", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("with the listing hanging, a request with a view to answer from waits for the listing")
+	}
+	<-hang.listing // it did ask PostgreSQL again
+}
