@@ -444,3 +444,27 @@ func TestAPIRefusesAnotherShardCountWhileCommandsWait(t *testing.T) {
 	}
 	env.start(api).stop(t)
 }
+
+// TestAdjustRefusesAPeriodNotBegun: an adjustment of a day or week that has not begun is
+// 400 invalid_period and writes nothing (it was applied, and seeded that day's board in
+// Redis for as long as until it ends; found by a review of the admin endpoints).
+func TestAdjustRefusesAPeriodNotBegun(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	clock.set(time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC))
+	svc := env.startWith(nil, clock.now)
+	admin := mintToken(t, "ops", "admin")
+	for _, c := range []struct{ board, period string }{{"daily", "2026-05-05"}, {"daily", "2062-11-28"}} {
+		r := svc.do(t, http.MethodPost, "/admin/boards/"+c.board+"/entries/fx/adjust?wait=true", admin, `{"value": 50, "reason": "fix", "period": "`+c.period+`"}`)
+		if r.status != 400 || r.body["error_code"] != "invalid_period" {
+			t.Errorf("adjust %s %s (not begun): %d %s, want 400 invalid_period", c.board, c.period, r.status, r.raw)
+		}
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/boards/daily/entries/fx/adjust?wait=true", admin, `{"value": 50, "reason": "fix", "period": "2026-05-03"}`); r.status != 200 {
+		t.Errorf("adjust of yesterday: %d %s, want 200", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'fx' AND period <> '2026-05-03'`); n != 0 {
+		t.Errorf("%d history rows of periods not begun", n)
+	}
+}
