@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/openleaderboard/leaderboard/configs"
@@ -55,7 +56,9 @@ func (s *server) handleIncrement() http.HandlerFunc {
 			s.reject(w, r, b.ID, badRequest("invalid_timestamp", "timestamp (RFC 3339) is required"), echoID)
 			return
 		}
-		sent, err := time.Parse(time.RFC3339Nano, *req.Timestamp)
+		// RFC 3339 lets "T" and "Z" be lower case (time.Parse does not); the signature
+		// stays over the timestamp as sent.
+		sent, err := time.Parse(time.RFC3339Nano, strings.ToUpper(*req.Timestamp))
 		if err != nil {
 			s.reject(w, r, b.ID, badRequest("invalid_timestamp", "timestamp must be RFC 3339, e.g. 2026-11-23T10:00:00Z"), echoID)
 			return

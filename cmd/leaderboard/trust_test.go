@@ -108,16 +108,20 @@ func TestSignedIncrements(t *testing.T) {
 	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", tok, signed(signingSecret, "sig", 2, "s-3", ts(59*time.Second))); r.status != 200 || num(r.body["new_score"]) != 7 {
 		t.Fatalf("59 s ahead: %d %s", r.status, r.raw)
 	}
+	// RFC 3339 lets "t" and "z" be lower case; the signature covers the timestamp as sent.
+	if r := svc.do(t, http.MethodPost, "/v1/scores/increment?wait=true", tok, signed(signingSecret, "sig", 1, "s-4", strings.ToLower(ts(30*time.Second)))); r.status != 200 || num(r.body["new_score"]) != 8 {
+		t.Fatalf("a lower-case RFC 3339 timestamp: %d %s", r.status, r.raw)
+	}
 	// Two minutes later the captured request is stale.
 	clock.set(now.Add(2 * time.Minute))
 	if r := post(captured); r.status != 401 || r.body["error_code"] != "stale_timestamp" {
 		t.Errorf("replay outside the window: %d %s", r.status, r.raw)
 	}
-	if got := score(); got != 7 {
-		t.Errorf("points after the replays: %d, want 7", got)
+	if got := score(); got != 8 {
+		t.Errorf("points after the replays: %d, want 8", got)
 	}
-	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'sig'`); n != 2 {
-		t.Errorf("%d history rows, want 2", n)
+	if n := env.count(`SELECT count(*) FROM score_history WHERE user_id = 'sig'`); n != 3 {
+		t.Errorf("%d history rows, want 3", n)
 	}
 	eventually(t, 10*time.Second, func() string {
 		r := svc.do(t, http.MethodGet, "/admin/anomalies?user_id=sig", admin, "")
