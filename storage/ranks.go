@@ -155,7 +155,7 @@ func (r *Ranks) page(ctx context.Context, board, period, afterUser string, limit
 	return collectNamed(rows)
 }
 
-// collectNamed reads rows of entryColumns and a nick name (” for none): the entries, and
+// collectNamed reads rows of entryColumns and a nick name (empty for none): the entries, and
 // the nick names by user.
 func collectNamed(rows pgx.Rows) ([]EntryState, map[string]string, error) {
 	nicks := map[string]string{}
