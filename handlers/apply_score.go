@@ -363,7 +363,8 @@ const reloads = 8
 // which has the batch, up to reloads at a time: a batch of the match workload names many
 // new matches, and a load is mostly waiting for round trips (one after another they held
 // the whole batch, best scores and increments too, back by a second on a slow machine).
-// A period named only for a user's new nick name is not loaded: a later load reads it.
+// A period named only for a user's new nick name, or for a ban or an unban, is not loaded:
+// a later load reads it.
 func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup, results []storage.MirrorResult) {
 	var wg sync.WaitGroup
 	var panicked sync.Once
@@ -373,8 +374,8 @@ func (a *ApplyScore) reloadAll(ctx context.Context, groups []storage.MirrorGroup
 		if !errors.Is(results[i].Err, storage.ErrNotLoaded) {
 			continue
 		}
-		if !slices.ContainsFunc(groups[i].States, func(s storage.EntryState) bool { return !s.NameOnly }) {
-			results[i] = storage.MirrorResult{} // only a new nick name, which a later load reads anyway
+		if !slices.ContainsFunc(groups[i].States, func(s storage.EntryState) bool { return !s.NameOnly && !s.SyncOnly }) {
+			results[i] = storage.MirrorResult{} // only a new nick name or a sync, which a later load reads anyway
 			continue
 		}
 		slots <- struct{}{}

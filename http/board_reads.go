@@ -205,6 +205,22 @@ func (r *Reads) applied(ctx context.Context, b configs.Board, period, userID str
 	return e, false, err
 }
 
+// held reads a user's entry from Redis as it is, without loading a period Redis does not
+// hold: storage.ErrUnavailable for such a period (reads load it from PostgreSQL), for one
+// Redis does not keep, and while Redis is down.
+func (r *Reads) held(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {
+	if _, hot, err := r.periods.InRedis(ctx, b, period); err != nil {
+		return storage.Entry{}, err
+	} else if !hot {
+		return storage.Entry{}, storage.ErrUnavailable
+	}
+	e, err := r.redis.User(ctx, b.Key(), period, userID)
+	if errors.Is(err, storage.ErrNotLoaded) {
+		return e, fmt.Errorf("%s %s: %w", b.Key(), period, storage.ErrUnavailable)
+	}
+	return e, err
+}
+
 // fast reads a user's entry for the write path: Redis only (loading a period it does not
 // hold), never PostgreSQL, so a Redis outage costs the write path nothing.
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {

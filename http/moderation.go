@@ -132,7 +132,7 @@ func (s *server) mirrored(ctx context.Context, userID string) bool {
 		if !ok {
 			continue
 		}
-		cur, err := s.Reads.fast(ctx, b, e.Period, userID)
+		cur, err := s.Reads.held(ctx, b, e.Period, userID)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			if !e.Hidden {
@@ -142,8 +142,9 @@ func (s *server) mirrored(ctx context.Context, userID string) bool {
 			if !errors.Is(err, storage.ErrUnavailable) {
 				return false
 			}
-			// Not in Redis (a period it does not keep, or Redis down): reads come from
-			// PostgreSQL, which shows the sync already.
+			// Not in Redis (a period it does not keep or does not hold now, or Redis
+			// down): reads come from PostgreSQL, or a load of it, which show the sync
+			// already.
 		case e.Hidden || cur.Score != e.Score:
 			return false
 		}

@@ -73,6 +73,11 @@ type EntryState struct {
 	// change): a mirror that does not hold its period has nothing to correct there, and
 	// need not load it (a player of many matches would load every one of them).
 	NameOnly bool
+	// SyncOnly is an entry the batch names only because its user was banned or unbanned
+	// (a sync): as for NameOnly, a mirror that does not hold its period need not load it
+	// (a load reads the entry as PostgreSQL now holds it); a ban of a player of many
+	// matches loaded every one of them.
+	SyncOnly bool
 	// Renamed is an entry of a user whose nick name the batch changed (or found changed
 	// since a command delivered again was applied): the Redis mirror notes the name for a
 	// load on demand under way, which may have read the old one.
@@ -315,6 +320,11 @@ func apply(ctx context.Context, c *pgx.Conn, events []ScoreEvent, fold FoldFunc,
 	// knowing which of its events were new.
 	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return AppliedBatch{}, err
+	}
+	if syncedEntries != nil {
+		for i := range *syncedEntries {
+			(*syncedEntries)[i].SyncOnly = true
+		}
 	}
 	var renamed map[string]bool
 	for _, o := range []*[]EntryState{renamedEntries, againEntries} {

@@ -530,3 +530,44 @@ func TestSeed004ReadsTakePeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestBanLoadsNoIdleMatch: a player's matches went idle and Redis let their keys expire.
+// Banning the player (a sync of every entry of theirs) loads none of them back into Redis,
+// neither in the projector nor in the ban's ?wait=true check (each was loaded, about a
+// millisecond a match: a player of 10^4 matches used up the projector batch's budget;
+// found by a review of the time paths); a later read loads a match without the player.
+func TestBanLoadsNoIdleMatch(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(nil)
+	srv, admin := mintToken(t, "gs", "server"), mintToken(t, "ops", "admin")
+	const matches = 10
+	for i := range matches {
+		for _, u := range []string{"veteran", "rookie"} {
+			if r := svc.do(t, http.MethodPost, fmt.Sprintf("/v1/matches/idle-%d/users/%s/point?wait=true", i, u), srv, `{"point": 1}`); r.status != 200 {
+				t.Fatalf("point: %d %s", r.status, r.raw)
+			}
+		}
+	}
+	ctx := context.Background()
+	keys, err := env.rdb.Keys(ctx, env.prefix+":{match:idle-*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("match keys: %v %v", keys, err)
+	}
+	if err := env.rdb.Del(ctx, keys...).Err(); err != nil { // their idle TTL passed
+		t.Fatal(err)
+	}
+	if r := svc.do(t, http.MethodPost, "/admin/users/veteran/ban?wait=true", admin, `{"reason": "cheat"}`); r.status != 200 {
+		t.Fatalf("ban: %d %s", r.status, r.raw)
+	}
+	time.Sleep(200 * time.Millisecond) // the projector's Redis step, had it loaded anything
+	// (The ban's burial notes stay a few minutes: a load under way does not bring the
+	// hidden entry back.)
+	if left, _ := env.rdb.Keys(ctx, env.prefix+":{match:idle-*}:all_time:[zu]").Result(); len(left) != 0 {
+		t.Errorf("the ban loaded idle matches back into Redis: %v", left)
+	}
+	r := svc.do(t, http.MethodGet, "/v1/boards/match:idle-3/top", srv, "")
+	if r.status != 200 || strings.Contains(r.raw, "veteran") || !strings.Contains(r.raw, "rookie") {
+		t.Errorf("an idle match read after the ban: %d %s, want rookie without the banned veteran", r.status, r.raw)
+	}
+}
