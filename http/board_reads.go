@@ -105,6 +105,11 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 		}
 	}
 	if !hot {
+		if r.periods.NotBegun(ctx, b, period) {
+			// A day or week ahead of this process's clock (another's may be past its
+			// start): read as it is, never frozen as a closed period is on its first read.
+			return read(r.pg)
+		}
 		return read(r.closed)
 	}
 	err = read(r.redis)

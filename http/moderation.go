@@ -274,18 +274,11 @@ func (s *server) handleAdjust() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if b.Period == configs.PeriodDaily || b.Period == configs.PeriodWeekly {
+		if s.Periods.NotBegun(r.Context(), b, period) {
 			// A day or week that has not begun has no entry to set (and one set would sit
 			// in Redis until long after it ends).
-			cur, err := s.Periods.Current(r.Context(), b)
-			if err != nil {
-				s.readFailed(w, r, err)
-				return
-			}
-			if configs.ComparePeriods(period, cur) > 0 {
-				writeError(w, r, http.StatusBadRequest, "invalid_period", "period "+period+" of board "+b.Key()+" has not begun (the current one is "+cur+")", "")
-				return
-			}
+			writeError(w, r, http.StatusBadRequest, "invalid_period", "period "+period+" of board "+b.Key()+" has not begun", "")
+			return
 		}
 		s.moderate(w, r, messages.ScoreSubmitted{Op: messages.OpAdjust, EventID: eventID, Board: b.Key(), Period: period, UserID: userID, Value: value, OccurredAt: s.Now().UTC()},
 			req.Period, "entry.adjust", req.Reason, map[string]any{"value": value})

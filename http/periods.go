@@ -233,6 +233,16 @@ func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (
 	return ttl, keep, nil
 }
 
+// NotBegun tells whether a period of a daily or weekly board has not begun by this
+// process's clock.
+func (p *Periods) NotBegun(ctx context.Context, b configs.Board, period string) bool {
+	if b.Period != configs.PeriodDaily && b.Period != configs.PeriodWeekly {
+		return false
+	}
+	cur, err := p.CurrentAt(ctx, b, p.now())
+	return err == nil && configs.ComparePeriods(period, cur) > 0
+}
+
 // StartSeason starts a season of a season board and makes it current here at once.
 func (p *Periods) StartSeason(ctx context.Context, b configs.Board, name, actor, reason string) (storage.Season, error) {
 	s, err := p.seasons.Start(ctx, b.ID, name, actor, reason)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +67,31 @@ func TestCursorWalkOfPreviousGoesOnAcrossMidnight(t *testing.T) {
 	es, _ := r.body["entries"].([]any)
 	if r.status != 200 || r.body["period"] != "2026-05-03" || len(es) != 1 || es[0].(map[string]any)["user_id"] != "pb" || num(es[0].(map[string]any)["rank"]) != 2 {
 		t.Errorf("second page of the walk of 2026-05-03, one second after midnight: %d %s; want 200 with pb:9 of 2026-05-03", r.status, r.raw)
+	}
+}
+
+// TestReadOfADayNotBegunHereFreezesNothing: just after midnight, a process whose clock is
+// a little behind is asked for the new day (a client learnt it from another process). The
+// day has not begun by this clock: it is read from PostgreSQL as it is. It was read as a
+// closed period, whose first read freezes it: the day current everywhere had its entries
+// frozen, and every update of them then kept the rank index (found by a review of the time
+// paths).
+func TestReadOfADayNotBegunHereFreezesNothing(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	clock.set(time.Date(2026, 5, 5, 0, 0, 1, 0, time.UTC))
+	svc := env.startWith(nil, clock.now)
+	srv := mintToken(t, "gs", "server")
+	for _, u := range []string{"fa", "fb"} {
+		writeAs(t, svc, "daily", u, 3)
+	}
+	clock.set(time.Date(2026, 5, 4, 23, 59, 59, 500_000_000, time.UTC)) // this process 1.5 s behind
+	r := svc.do(t, http.MethodGet, "/v1/boards/daily/top?period=2026-05-05", srv, "")
+	if r.status != 200 || !strings.Contains(r.raw, `"fa"`) || !strings.Contains(r.raw, `"fb"`) {
+		t.Fatalf("the day not begun here: %d %s", r.status, r.raw)
+	}
+	if n := env.count(`SELECT count(closed_sort_key) FROM board_entries WHERE board_id = 'daily' AND period = '2026-05-05'`); n > 0 {
+		t.Errorf("the current day has %d frozen entries after one read from a process 1.5 s behind", n)
 	}
 }
