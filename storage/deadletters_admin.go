@@ -240,6 +240,13 @@ func (a *DeadLetterAdmin) requeue(ctx context.Context, tx *sql.Tx, letters []Dea
 		}
 		ids[i] = l.ID
 	}
+	// Their history stays while they are on their way (Retention): the letter that kept
+	// it goes now.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO requeued_events (user_id, event_id)
+		SELECT DISTINCT user_id, event_id FROM dead_letters WHERE id = ANY($1) AND user_id IS NOT NULL AND event_id IS NOT NULL AND event_id <> ''
+		ON CONFLICT (user_id, event_id) DO UPDATE SET requeued_at = now()`, ids); err != nil {
+		return err
+	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ANY($1)`, ids)
 	return err
 }

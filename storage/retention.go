@@ -58,9 +58,14 @@ func (r *Retention) Prune(ctx context.Context) (Pruned, error) {
 	// The history is what keeps an event from being applied twice: a dead letter of an
 	// applied command (a duplicate delivery's, or one whose Redis step failed after the
 	// commit) may be requeued at any age, so the history of a command a dead letter holds
-	// stays until the letter is requeued or deleted.
+	// stays until the letter is deleted, and once requeued, for the history's retention
+	// again (the requeued command may wait in the outbox or the broker meanwhile).
+	if _, err = r.deleteOlder(ctx, `requeued_events`, `requeued_at`, ``, now, r.historyAge()); err != nil {
+		return p, err
+	}
 	if p.History, err = r.deleteOlder(ctx, `score_history`, `applied_at`,
-		`NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = t.user_id AND l.event_id = t.event_id)`, now, r.historyAge()); err != nil {
+		`NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.user_id = t.user_id AND l.event_id = t.event_id)
+		 AND NOT EXISTS (SELECT 1 FROM requeued_events q WHERE q.user_id = t.user_id AND q.event_id = t.event_id)`, now, r.historyAge()); err != nil {
 		return p, err
 	}
 	p.Anomalies, err = r.anomalies.Prune(ctx, r.cfg.Anomalies)

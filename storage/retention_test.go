@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/openleaderboard/leaderboard/storage"
 )
 
@@ -55,7 +57,8 @@ func TestRetention(t *testing.T) {
 // applied (a duplicate delivery's letter, or one whose Redis step failed after the commit)
 // and be requeued at any age; only the history tells the projector it was applied. So the
 // history of a command a dead letter holds stays past its retention, until the letter
-// is gone (a requeue of it after the prune applied an increment twice).
+// is gone, and once requeued for the history's retention again (a requeue of it after the
+// prune applied an increment twice).
 func TestRetentionKeepsTheHistoryOfDeadLetters(t *testing.T) {
 	t.Parallel()
 	pool := newMigratedPool(t, 1)
@@ -83,11 +86,25 @@ func TestRetentionKeepsTheHistoryOfDeadLetters(t *testing.T) {
 	if p, err := r.Prune(ctx); err != nil || p.History != 3 || history() != "dup/e1" {
 		t.Fatalf("pruned %+v (%v), history left %q; want 3 pruned and dup's e1 (its dead letter waits) kept", p, err, history())
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM dead_letters`); err != nil {
+	// Requeued, the command may wait in the outbox or the broker: its history stays for
+	// the history's retention again (the requeue deleted the letter).
+	var id int64
+	if err := pool.QueryRow(ctx, `SELECT id FROM dead_letters`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.NewDeadLetterAdmin(stdlib.OpenDBFromPool(pool), storage.NewOutboxSchema(), 1).Requeue(ctx, id, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.Prune(ctx); err != nil || p.History != 0 || history() != "dup/e1" {
+		t.Fatalf("after the requeue: pruned %+v (%v), history left %q; want dup's e1 kept", p, err, history())
+	}
+	r = storage.NewRetention(pool, storage.RetentionConfig{EventIDs: 7 * 24 * time.Hour, History: 90 * 24 * time.Hour, Anomalies: 100,
+		Interval: time.Hour, Now: func() time.Time { return time.Now().Add(91 * 24 * time.Hour) }}, slog.New(slog.DiscardHandler))
+	if _, err := pool.Exec(ctx, `UPDATE requeued_events SET requeued_at = now() - interval '91 days'`); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := r.Prune(ctx); err != nil || p.History != 1 || history() != "" {
-		t.Fatalf("after the letter's delete: pruned %+v (%v), history left %q; want dup's e1 gone", p, err, history())
+		t.Fatalf("a history's retention after the requeue: pruned %+v (%v), history left %q; want dup's e1 gone", p, err, history())
 	}
 }
 
