@@ -63,8 +63,10 @@ func NewPeriods(cfg configs.Config, seasons SeasonStore, now func() time.Time) *
 	return &Periods{cfg: cfg, seasons: seasons, now: now}
 }
 
-// seasonsOf returns a season board's seasons, oldest first, starting with "1".
-func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error) {
+// seasonsOf returns a season board's seasons, oldest first, starting with "1". With
+// mayBeStale (reads), a view older than seasonsMaxAge answers when a new listing takes
+// longer than staleSeasonsWait; a write waits for the listing.
+func (p *Periods) seasonsOf(ctx context.Context, board string, mayBeStale bool) ([]string, error) {
 	p.mu.Lock()
 	fresh := p.known != nil && p.now().Sub(p.fetched) < seasonsMaxAge && !p.now().Before(p.fetched)
 	known, started := p.known, p.started
@@ -89,11 +91,11 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 			p.mu.Unlock()
 			return m, nil
 		})
-		// With a view to fall back on, a slow listing (PostgreSQL hanging) holds a
-		// request up for staleSeasonsWait at most, not for the listing's 10 s: reads of
-		// season boards come from Redis, and a write cannot be accepted meanwhile anyway.
+		// With a view to fall back on, a slow listing (PostgreSQL hanging) holds a read up
+		// for staleSeasonsWait at most, not for the listing's 10 s: reads of season boards
+		// come from Redis. A write waits: it must not count for a season that ended.
 		var stale <-chan time.Time
-		if known != nil {
+		if known != nil && mayBeStale {
 			t := time.NewTimer(staleSeasonsWait)
 			defer t.Stop()
 			stale = t.C
@@ -107,7 +109,7 @@ func (p *Periods) seasonsOf(ctx context.Context, board string) ([]string, error)
 			}
 		case <-stale:
 		case <-ctx.Done():
-			if known == nil {
+			if known == nil || !mayBeStale {
 				return nil, ctx.Err()
 			}
 		}
@@ -121,11 +123,20 @@ func (p *Periods) Current(ctx context.Context, b configs.Board) (string, error) 
 }
 
 // CurrentAt is the period of b an event accepted at counts for (the seasons as they are
-// now).
+// now, for a read: see seasonsOf).
 func (p *Periods) CurrentAt(ctx context.Context, b configs.Board, at time.Time) (string, error) {
+	return p.currentAt(ctx, b, at, true)
+}
+
+// WriteAt is the period of b a write accepted at counts for (the seasons as they are now).
+func (p *Periods) WriteAt(ctx context.Context, b configs.Board, at time.Time) (string, error) {
+	return p.currentAt(ctx, b, at, false)
+}
+
+func (p *Periods) currentAt(ctx context.Context, b configs.Board, at time.Time, mayBeStale bool) (string, error) {
 	season := ""
 	if b.Period == configs.PeriodSeason {
-		seasons, err := p.seasonsOf(ctx, b.ID)
+		seasons, err := p.seasonsOf(ctx, b.ID, mayBeStale)
 		if err != nil {
 			return "", err
 		}
@@ -150,7 +161,7 @@ func (p *Periods) CurrentAndPrevious(ctx context.Context, b configs.Board, at ti
 		prev, ok = b.ShiftPeriod(cur, -1)
 		return cur, prev, ok, nil
 	case configs.PeriodSeason:
-		seasons, err := p.seasonsOf(ctx, b.ID)
+		seasons, err := p.seasonsOf(ctx, b.ID, true)
 		if err != nil {
 			return "", "", false, err
 		}
@@ -196,7 +207,7 @@ func (p *Periods) Resolve(ctx context.Context, b configs.Board, raw string) (str
 		return "", fmt.Errorf("%w %q for board %s (%s periods)", errBadPeriod, raw, b.Key(), b.Period)
 	}
 	if b.Period == configs.PeriodSeason {
-		seasons, err := p.seasonsOf(ctx, b.ID)
+		seasons, err := p.seasonsOf(ctx, b.ID, true)
 		if err != nil {
 			return "", err
 		}
@@ -220,7 +231,7 @@ func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (
 			return 0, false, nil
 		}
 	case configs.PeriodSeason:
-		seasons, err := p.seasonsOf(ctx, b.ID)
+		seasons, err := p.seasonsOf(ctx, b.ID, true)
 		if err != nil {
 			return 0, false, err
 		}

@@ -213,7 +213,7 @@ func listBoards(t *testing.T, periods *Periods) []listedBoard {
 // fall back on answers from it instead of waiting for the listing's 10 s (a read of a
 // season board took 20 s, two listings, with Redis up; found by a review of the time
 // paths); one without (nothing listed yet) still waits for the listing, and for its own
-// request only as long as that lasts.
+// request only as long as that lasts, and so does a write.
 func TestSeasonsAnswerFromTheLastViewWhilePostgresHangs(t *testing.T) {
 	cfg, err := configs.Load(func(string) string { return "" })
 	if err != nil {
@@ -253,4 +253,11 @@ func TestSeasonsAnswerFromTheLastViewWhilePostgresHangs(t *testing.T) {
 		t.Fatal("with the listing hanging, a request with a view to answer from waits for the listing")
 	}
 	<-hang.listing // it did ask PostgreSQL again
+	// A write waits for the listing: it must not count for a season another process
+	// may have ended (with PostgreSQL only slow, it would be accepted).
+	wctx, wcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer wcancel()
+	if cur, err := p.WriteAt(wctx, b, clk.now()); err == nil {
+		t.Fatalf("a write's season with the listing hanging: %q from the last view, want it to wait for the listing", cur)
+	}
 }

@@ -124,12 +124,12 @@ func (s submission) Prepare(ctx context.Context, w submit) (prepared, error) {
 	p := prepared{submit: w, at: s.now().UTC()}
 	var err error
 	// One reading of the clock: the write's time and its periods agree, at midnight too.
-	if p.period, err = s.periods.CurrentAt(ctx, w.Board, p.at); err != nil {
+	if p.period, err = s.periods.WriteAt(ctx, w.Board, p.at); err != nil {
 		return prepared{}, err
 	}
 	p.also = make([]messages.BoardValue, len(w.Also))
 	for i, b := range w.Also {
-		period, err := s.periods.CurrentAt(ctx, b, p.at)
+		period, err := s.periods.WriteAt(ctx, b, p.at)
 		if err != nil {
 			return prepared{}, err
 		}
