@@ -135,8 +135,10 @@ func (b Board) Combine(cur *EntryValue, v int64, at time.Time) (EntryValue, bool
 	switch b.Operator {
 	case OpBest:
 		// An equal value reached earlier (an event arriving late) moves the reach time back.
+		// The update time does not go back (a better value accepted before the entry's
+		// last change, committed after it).
 		if b.Better(v, cur.Value) || v == cur.Value && at.Before(cur.ReachedAt) {
-			return EntryValue{Value: v, ReachedAt: at, UpdatedAt: at}, true
+			return EntryValue{Value: v, ReachedAt: at, UpdatedAt: maxTime(cur.UpdatedAt, at)}, true
 		}
 		return *cur, false
 	case OpIncr:

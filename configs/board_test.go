@@ -34,7 +34,7 @@ func TestBoardCombine(t *testing.T) {
 		{"best desc: higher wins", board(configs.OpBest, configs.OrderDesc), cur, 101, sec(30), configs.EntryValue{101, sec(30), sec(30)}, true},
 		{"best desc: lower is ignored", board(configs.OpBest, configs.OrderDesc), cur, 99, sec(30), *cur, false},
 		{"best desc: equal later is ignored", board(configs.OpBest, configs.OrderDesc), cur, 100, sec(30), *cur, false},
-		{"best desc: equal reached earlier moves the reach time back", board(configs.OpBest, configs.OrderDesc), cur, 100, sec(5), configs.EntryValue{100, sec(5), sec(5)}, true},
+		{"best desc: equal reached earlier moves the reach time back, not the update time", board(configs.OpBest, configs.OrderDesc), cur, 100, sec(5), configs.EntryValue{100, sec(5), sec(20)}, true},
 		{"best asc: lower wins", board(configs.OpBest, configs.OrderAsc), cur, 99, sec(30), configs.EntryValue{99, sec(30), sec(30)}, true},
 		{"best asc: higher is ignored", board(configs.OpBest, configs.OrderAsc), cur, 101, sec(30), *cur, false},
 		{"incr desc: adds", board(configs.OpIncr, configs.OrderDesc), cur, 7, sec(30), configs.EntryValue{107, sec(30), sec(30)}, true},

@@ -431,14 +431,12 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 					continue
 				}
 				next = *prev
-				next.Removed, next.UpdatedAt = true, e.OccurredAt
+				next.Removed, next.UpdatedAt = true, maxTime(prev.UpdatedAt, e.OccurredAt)
 			case storage.OpAdjust: // an admin sets the value, whatever the operator
 				next = storage.EntryState{Score: e.Value, ReachedAt: e.OccurredAt, UpdatedAt: e.OccurredAt}
 				if cur != nil {
 					next.Metadata = prev.Metadata
-					if cur.UpdatedAt.After(e.OccurredAt) { // accepted before the entry's last change, committed after
-						next.UpdatedAt = cur.UpdatedAt
-					}
+					next.UpdatedAt = maxTime(cur.UpdatedAt, e.OccurredAt) // accepted before the entry's last change, committed after
 				}
 			default:
 				if b.Operator == configs.OpSet && e.Requeued && cur != nil && e.OccurredAt.Before(cur.UpdatedAt) {
@@ -449,9 +447,10 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 					continue
 				}
 				next = storage.EntryState{Score: v.Value, ReachedAt: v.ReachedAt, UpdatedAt: v.UpdatedAt, Metadata: e.Metadata}
-				if cur != nil && b.Operator != configs.OpSet && v.UpdatedAt.After(e.OccurredAt) {
+				if cur != nil && b.Operator == configs.OpIncr && v.UpdatedAt.After(e.OccurredAt) {
 					// A newer event changed the entry last (an increment accepted before it,
-					// applied after): its metadata stays. A set's value and metadata go together.
+					// applied after): its metadata stays. A best or set value and its metadata
+					// go together.
 					next.Metadata = prev.Metadata
 				}
 			}
@@ -468,4 +467,11 @@ func FoldWith(board func(id string) (configs.Board, bool)) storage.FoldFunc {
 		}
 		return out, nil
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

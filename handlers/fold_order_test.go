@@ -130,3 +130,22 @@ func TestFoldLateAdjustmentKeepsTheUpdateTime(t *testing.T) {
 			got.Score, got.UpdatedAt.Format(time.RFC3339), foldAt(2).Format(time.RFC3339))
 	}
 }
+
+// The update time never goes back: a better best value, the same one reached earlier, or
+// a removal, accepted before the entry's last change and committed after it. The better
+// value brings its metadata with it.
+func TestFoldUpdateTimeNeverGoesBack(t *testing.T) {
+	cur := orderCurrent("laps", 61, foldAt(2))
+	got := orderFoldOne(t, cur, orderEvent("late-better", "laps", "", 60, foldAt(1), `{"car":"red"}`))
+	if got.Score != 60 || !got.ReachedAt.Equal(foldAt(1)) || !got.UpdatedAt.Equal(foldAt(2)) || string(got.Metadata) != `{"car":"red"}` {
+		t.Errorf("best: a better lap accepted at t1 over an entry changed at t2: %+v, want 60 reached t1, updated t2, its metadata", got)
+	}
+	got = orderFoldOne(t, cur, orderEvent("late-equal", "laps", "", 61, foldAt(1), ""))
+	if !got.ReachedAt.Equal(foldAt(1)) || !got.UpdatedAt.Equal(foldAt(2)) {
+		t.Errorf("best: the same lap reached earlier: %+v, want reached t1, updated t2", got)
+	}
+	got = orderFoldOne(t, orderCurrent("latest", 5, foldAt(2)), orderEvent("rm", "latest", storage.OpRemove, 0, foldAt(1), ""))
+	if !got.Removed || !got.UpdatedAt.Equal(foldAt(2)) {
+		t.Errorf("a removal accepted at t1 over an entry changed at t2: %+v, want removed, updated t2", got)
+	}
+}
