@@ -45,6 +45,10 @@ type HubConfig struct {
 	// Tops reads a top from Redis alone, for the refresh of the followed tops (RefreshAll):
 	// storage.ErrNotLoaded when Redis does not hold the period (nil: the hub's board reader).
 	Tops TopReader
+	// Kept tells whether Redis keeps a board period (Periods.Kept; nil: every one). The
+	// refresh reads one it does not keep with the hub's board reader (PostgreSQL), as
+	// GET /top does: Redis may still hold its keys, unchanged since.
+	Kept func(ctx context.Context, board, period string) bool
 }
 
 // TopReader reads a board period's top.
@@ -87,6 +91,10 @@ type snapshot struct {
 	version int64
 	data    []byte
 	entries []byte
+	// closed: read from PostgreSQL for a period Redis does not keep (version 0), which
+	// replaces whatever the client has when its entries differ: Redis's versions of the
+	// period, if it had some, are of keys nothing writes any more.
+	closed bool
 }
 
 // Hub fans board snapshots and per-user rank updates out to SSE clients. Each client
@@ -166,7 +174,10 @@ func (c *client) signal() {
 func (c *client) offerTop(s snapshot, maxBehind time.Duration, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.key != c.following || s.version <= c.lastVersion || c.lastEntries != nil && bytes.Equal(c.lastEntries, s.entries) {
+	// A top read from PostgreSQL for a period Redis does not keep (closed, version 0)
+	// follows another one when its entries differ.
+	if s.key != c.following || !s.closed && (s.version < c.lastVersion || s.version == c.lastVersion && s.version > 0) ||
+		c.lastEntries != nil && bytes.Equal(c.lastEntries, s.entries) {
 		return true // another period's (the client moved while it was being published), or nothing new
 	}
 	if c.top != nil && now.Sub(c.topSince) > maxBehind {
@@ -207,6 +218,17 @@ type Subscription struct {
 // stream caps. The client is taken to hold version lastVersion already (-1: none), so
 // nothing older or equal is ever handed to it; the current snapshot is queued if newer.
 func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVersion int64) (*Subscription, error) {
+	return h.subscribe(ctx, user, board, period, lastVersion, false)
+}
+
+// SubscribeFollowing is Subscribe for a stream of a board's current period that rolls
+// over (daily, weekly, season): a lastVersion above the newest of the period is taken for
+// the previous period's (see notFrom), and the client gets the snapshot.
+func (h *Hub) SubscribeFollowing(ctx context.Context, user, board, period string, lastVersion int64) (*Subscription, error) {
+	return h.subscribe(ctx, user, board, period, lastVersion, true)
+}
+
+func (h *Hub) subscribe(ctx context.Context, user, board, period string, lastVersion int64, following bool) (*Subscription, error) {
 	c, err := h.register(user, board, period, lastVersion)
 	if err != nil {
 		return nil, err
@@ -217,9 +239,26 @@ func (h *Hub) Subscribe(ctx context.Context, user, board, period string, lastVer
 		h.unregister(c)
 		return nil, err
 	}
+	if following {
+		c.notFrom(snap.version)
+	}
 	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
 	h.offerOwnEntry(ctx, c, period)
 	return &Subscription{hub: h, c: c}, nil
+}
+
+// notFrom forgets the version a client reconnected with (Last-Event-ID) when it is above
+// the newest one of the current period it follows (version, read from Redis after
+// registering): it is the previous period's. Versions of a board rise across its periods,
+// but a late write of the previous period can take one above the top the current period
+// got at the reset; a client that saw it and reconnected did not get the current period's
+// top. (Of a board with one period, such an id is a client ahead: it gets nothing older.)
+func (c *client) notFrom(version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if version > 0 && c.lastVersion > version && c.top == nil {
+		c.lastVersion = -1
+	}
 }
 
 // offerOwnEntry queues the stream user's own entry on the board period, when there is one,
@@ -335,8 +374,8 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 		return nil
 	}
 	had := max(c.lastVersion, c.movedFrom)
-	if c.following != key {
-		c.userVersion, c.userShown = 0, false
+	if c.following != key { // the old period's own entry, queued and not yet written, goes too
+		c.userVersion, c.userShown, c.userEvents = 0, false, nil
 	}
 	c.top, c.lastVersion, c.lastEntries, c.following, c.movedFrom = nil, -1, nil, key, had
 	c.mu.Unlock()
@@ -560,6 +599,34 @@ func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []st
 	}
 }
 
+// publishUnversioned publishes a top read from PostgreSQL (version 0) when its entries
+// differ from the hub's: for a period Redis does not keep (closed), whatever the hub had;
+// otherwise (Redis went down during the read) only when the hub has no top of the period
+// from Redis (the stream's ids would go back).
+func (h *Hub) publishUnversioned(board, period string, top storage.Top, closed bool) {
+	key := board + ":" + period
+	s := h.renderTop(board, period, 0, top.UpdatedAt, entriesOf(top))
+	s.closed = closed
+	h.mu.Lock()
+	if cur, ok := h.latest[key]; len(h.clients[key]) == 0 || ok && (cur.version > 0 && !closed || bytes.Equal(cur.entries, s.entries)) {
+		h.mu.Unlock()
+		return
+	}
+	h.latest[key] = s
+	targets := make([]*client, 0, len(h.clients[key]))
+	for c := range h.clients[key] {
+		targets = append(targets, c)
+	}
+	h.mu.Unlock()
+	now := h.cfg.Now()
+	for _, c := range targets {
+		if !c.offerTop(s, h.cfg.MaxBehind, now) {
+			h.dropped.Inc()
+			c.drop()
+		}
+	}
+}
+
 // Refresh reads a board period's top from Redis and publishes it when it is newer than
 // the hub's: a rebuild, which swaps a repaired top in without a notification, reaches the
 // streams so. The own entries of the users streaming the period are read again too, and
@@ -571,15 +638,25 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	if tops == nil {
 		tops = h.boards
 	}
-	top, err := tops.Top(ctx, board, period, h.cfg.TopSize)
+	var top storage.Top
+	var err error
+	closed := h.cfg.Kept != nil && !h.cfg.Kept(ctx, board, period)
+	if closed {
+		// A period Redis does not keep, read as GET /top reads it (from PostgreSQL): no
+		// notification brings its changes (a ban, an adjustment).
+		top, err = h.boards.Top(ctx, board, period, h.cfg.TopSize)
+	} else if top, err = tops.Top(ctx, board, period, h.cfg.TopSize); errors.Is(err, storage.ErrNotLoaded) && tops != h.boards {
+		top, err = h.boards.Top(ctx, board, period, h.cfg.TopSize) // expired: loaded again, as GET /top does
+	}
 	if err != nil {
 		return err
 	}
-	if top.Version <= 0 { // a top read from PostgreSQL has none: nothing to compare
-		return nil
-	}
 	key := board + ":" + period
-	h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	if top.Version <= 0 {
+		h.publishUnversioned(board, period, top, closed)
+	} else {
+		h.PublishTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	}
 	h.mu.Lock()
 	users := make([]string, 0, len(h.clients[key]))
 	for c := range h.clients[key] {
@@ -592,8 +669,7 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 }
 
 // RefreshAll refreshes every board period a stream follows (another process's rebuild,
-// a notification lost on the way), but those Redis does not hold (a period read from
-// PostgreSQL, one that expired). It stops when Redis is unavailable (every read would
+// a notification lost on the way, a change of a period read from PostgreSQL). It stops when Redis is unavailable (every read would
 // wait out its timeout); another error (one top that cannot be read) skips that period,
 // and the first is returned.
 func (h *Hub) RefreshAll(ctx context.Context) error {
@@ -612,7 +688,7 @@ func (h *Hub) RefreshAll(ctx context.Context) error {
 	var first error
 	for _, f := range followed {
 		switch err := h.Refresh(ctx, f.board, f.period); {
-		case err == nil || errors.Is(err, storage.ErrNotLoaded):
+		case err == nil:
 		case errors.Is(err, storage.ErrUnavailable):
 			return err
 		case first == nil:

@@ -244,6 +244,16 @@ func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (
 	return ttl, keep, nil
 }
 
+// Kept tells whether Redis keeps a period of a board (by id; false for an unknown one).
+func (p *Periods) Kept(ctx context.Context, board, period string) bool {
+	b, ok := p.cfg.Board(board)
+	if !ok {
+		return false
+	}
+	_, hot, err := p.InRedis(ctx, b, period)
+	return err == nil && hot
+}
+
 // NotBegun tells whether a period of a daily or weekly board has not begun by this
 // process's clock.
 func (p *Periods) NotBegun(ctx context.Context, b configs.Board, period string) bool {

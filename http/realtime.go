@@ -108,7 +108,11 @@ func (s *server) handleRealtimeLeaderboard() http.HandlerFunc {
 				lastID = id
 			}
 		}
-		sub, err := s.Hub.Subscribe(r.Context(), claims.Subject, b.Key(), period, lastID)
+		subscribe := s.Hub.Subscribe
+		if follow && (b.Period == configs.PeriodDaily || b.Period == configs.PeriodWeekly || b.Period == configs.PeriodSeason) {
+			subscribe = s.Hub.SubscribeFollowing
+		}
+		sub, err := subscribe(r.Context(), claims.Subject, b.Key(), period, lastID)
 		switch {
 		case errors.Is(err, errTooManyStreams), errors.Is(err, errTooManyUserStreams), errors.Is(err, errShuttingDown):
 			w.Header().Set("Retry-After", "5")

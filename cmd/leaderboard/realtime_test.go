@@ -544,3 +544,50 @@ func TestRealtimeRankOthersMovedBelowTheTop(t *testing.T) {
 		t.Errorf("the top 10 did not change, but the stream sent %d snapshots more", n-tops)
 	}
 }
+
+// streamedUsers are the user ids of the stream's newest leaderboard.updated.
+func streamedUsers(c *sseClient) []string {
+	ups := c.named("leaderboard.updated")
+	if len(ups) == 0 {
+		return nil
+	}
+	var out []string
+	for _, e := range ups[len(ups)-1].data["entries"].([]any) {
+		out = append(out, e.(map[string]any)["user_id"].(string))
+	}
+	return out
+}
+
+// TestBanReachesTheStreamOfAClosedPeriod: a stream of a day Redis no longer keeps
+// (LEADERBOARD_REDIS_PAST_PERIODS=0, ?period= of that day) shows a cheater; an admin bans
+// him. GET /top of that day stops listing him at once, and the stream within its refresh
+// (it showed him for good: no notification comes for a period Redis does not keep, and the
+// refresh skipped such periods; found by a review of the live feed).
+func TestBanReachesTheStreamOfAClosedPeriod(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clk := &testClock{}
+	clk.set(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	svc := env.startWith(map[string]string{"LEADERBOARD_REDIS_PAST_PERIODS": "0"}, clk.now)
+	admin, viewer := mintToken(t, "mod", "admin"), mintToken(t, "viewer")
+	for i, u := range []string{"cheater", "honest"} {
+		writeAs(t, svc, "daily", u, 100-i)
+	}
+	clk.set(time.Date(2026, 1, 2, 13, 30, 0, 0, time.UTC)) // 2026-01-01 is closed: past the grace hour after its successor began
+	c := svc.mustStream(t, "board=daily&period=2026-01-01&token="+svc.realtimeToken(t, viewer), "")
+	eventually(t, 20*time.Second, func() string {
+		if u := streamedUsers(c); len(u) != 2 {
+			return fmt.Sprintf("snapshot: %v", u)
+		}
+		return ""
+	})
+	if r := svc.do(t, http.MethodPost, "/admin/users/cheater/ban?wait=true", admin, `{"reason": "aimbot"}`); r.status != 200 {
+		t.Fatalf("ban: %d %s", r.status, r.raw)
+	}
+	eventually(t, 20*time.Second, func() string { // the refresh runs every 5 s
+		if u := streamedUsers(c); fmt.Sprint(u) != "[honest]" {
+			return fmt.Sprintf("the stream of the closed day after the ban shows %v", u)
+		}
+		return ""
+	})
+}

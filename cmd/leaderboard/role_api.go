@@ -38,7 +38,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	reads := lbhttp.NewReads(d.cfg, periods, d.boards.WithPipe(pipe), ranks, storage.Mirror{Boards: d.boards, Ranks: ranks}).
 		WithClosedPeriods(ranks.Closed())
 	hub := lbhttp.NewHub(lbhttp.HubConfig{MaxStreams: d.cfg.SSEMaxStreams, MaxStreamsPerUser: d.cfg.SSEMaxStreamsPerUser,
-		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe)}, reads, d.reg)
+		NextReset: periods.NextResetOf, Tops: d.boards.WithPipe(pipe), Kept: periods.Kept}, reads, d.reg)
 	g.Go(func() error {
 		// Its Kafka subscribers' close waits for a broker that stopped answering: bounded.
 		if !router.AwaitStop(ctx, notifierCloseTimeout, func() { runNotifier(ctx, d, hub) }) {
