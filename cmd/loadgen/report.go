@@ -26,6 +26,7 @@ type writeReport struct {
 	ErrorsTotal   int64        `json:"errors_total"`
 	Errors        []errorCount `json:"errors"`
 	AcceptLatency summary      `json:"accept_latency"`
+	AnswerLatency summary      `json:"answer_latency"` // every answered send, failures too
 	Visibility    summary      `json:"visibility_latency"`
 	NotVisible    int64        `json:"not_visible_within_timeout"`
 	AppliedPerS   float64      `json:"pipeline_applied_per_s,omitempty"` // accepted / (phase start until score_history held them all)
@@ -111,7 +112,7 @@ func (b *bench) writeReport(ph *writePhase) writeReport {
 		DurationS: seconds(window), ElapsedS: seconds(ph.end.Sub(ph.start)),
 		Issued: ph.issued.Load(), Dropped: ph.dropped.Load(), Accepted: ph.accepted.Load(),
 		Unchanged: ph.unchanged.Load(), ErrorsTotal: ph.errs.total(), Errors: ph.errs.rows(),
-		AcceptLatency: ph.acceptLatency.summary(), Visibility: ph.visLatency.summary(), NotVisible: ph.notVisible,
+		AcceptLatency: ph.acceptLatency.summary(), AnswerLatency: ph.answerLatency.summary(), Visibility: ph.visLatency.summary(), NotVisible: ph.notVisible,
 	}
 	if ph.offered == 0 {
 		r.Concurrency = b.cfg.Concurrency
@@ -228,6 +229,9 @@ func (b *bench) printWrite(ph *writePhase) {
 	}
 	fmt.Fprintf(b.out, "  accepted %d (%.1f writes/s), unchanged %d, errors %d\n", r.Accepted, r.AcceptedPerS, r.Unchanged, r.ErrorsTotal)
 	fmt.Fprintf(b.out, "  accept latency: %s\n", fmtSummary(r.AcceptLatency))
+	if r.AnswerLatency.Count != r.AcceptLatency.Count {
+		fmt.Fprintf(b.out, "  every answer:   %s\n", fmtSummary(r.AnswerLatency))
+	}
 	printErrors(b, r.Errors)
 	for _, k := range r.Kinds {
 		fmt.Fprintf(b.out, "    %-5s offered %.0f/s, issued %d, dropped %d, accepted %d (%.1f/s), errors %d, accept %s\n",

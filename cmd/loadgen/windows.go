@@ -143,6 +143,8 @@ func judge(r writeReport) *holdsReport {
 	}
 	if r.AcceptLatency.P99 >= holdsAcceptP99Ms {
 		fail("accept p99 %.1f ms (want < %d ms)", r.AcceptLatency.P99, holdsAcceptP99Ms)
+	} else if r.AnswerLatency.P99 >= holdsAcceptP99Ms {
+		fail("p99 of every answer, refusals and failures too, %.1f ms (want < %d ms)", r.AnswerLatency.P99, holdsAcceptP99Ms)
 	}
 	if r.Visibility.P95 >= holdsVisibleP95Ms {
 		fail("accept -> visible p95 %.0f ms (want < %d ms)", r.Visibility.P95, holdsVisibleP95Ms)

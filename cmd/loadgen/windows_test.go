@@ -43,7 +43,7 @@ func TestJudge(t *testing.T) {
 	good := func() writeReport {
 		return writeReport{
 			OfferedRate: 2000, Issued: 20000, ErrorsTotal: 199,
-			AcceptLatency: summary{P99: 99.9}, Visibility: summary{P95: 999},
+			AcceptLatency: summary{P99: 99.9}, AnswerLatency: summary{P99: 99.9}, Visibility: summary{P95: 999},
 			Windows: &windowsReport{SizeS: 10, Windows: []windowReport{{Accepted: 10000, Applied: 9000}, {Accepted: 10000, Applied: 10000}}, WorstRatio: 0.9},
 		}
 	}
@@ -53,6 +53,8 @@ func TestJudge(t *testing.T) {
 	cases := map[string]func(*writeReport){
 		"applied 89.9 %":   func(r *writeReport) { r.Windows.WorstRatio = 0.899 },
 		"accept p99 100.0": func(r *writeReport) { r.AcceptLatency.P99 = 100 },
+		// the 202s fast, the 1 % of failures (within the error budget) slow
+		"every answer, refusals and failures too, 150.0": func(r *writeReport) { r.AnswerLatency.P99 = 150 },
 		"visible p95 1000": func(r *writeReport) { r.Visibility.P95 = 1000 },
 		"not visible":      func(r *writeReport) { r.NotVisible = 1 },
 		"200 errors":       func(r *writeReport) { r.ErrorsTotal = 200 },
