@@ -136,6 +136,11 @@ func TestRedisCluster(t *testing.T) {
 	if got := entryOrder(t, must(200, "GET", "/v1/boards/global/top", viewer, "")); got != "c6:600 c5:500 c4:400 c3:300 c2:200 c1:100" {
 		t.Errorf("global: %s", got)
 	}
+	// The write path's read of the entry (a script on three of the period's keys) answers
+	// a score that does not beat it: on a cluster only if the keys share a slot.
+	if r := must(200, "POST", "/v1/boards/global/scores", srv, `{"value": 50, "user_id": "c1"}`); r.body["status"] != "unchanged" {
+		t.Errorf("a lower best score: %s, want 200 unchanged", r.raw)
+	}
 	if got := entryOrder(t, must(200, "GET", "/v1/boards/fastest/entries?size=10", viewer, "")); !strings.HasPrefix(got, "c6:994 c5:995") {
 		t.Errorf("fastest: %s", got)
 	}
