@@ -2,12 +2,14 @@ package http
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,10 +47,11 @@ type HubConfig struct {
 	// Tops reads a top from Redis alone, for the refresh of the followed tops (RefreshAll):
 	// storage.ErrNotLoaded when Redis does not hold the period (nil: the hub's board reader).
 	Tops TopReader
-	// Kept tells whether Redis keeps a board period (Periods.Kept; nil: every one). The
-	// refresh reads one it does not keep with the hub's board reader (PostgreSQL), as
-	// GET /top does: Redis may still hold its keys, unchanged since.
-	Kept func(ctx context.Context, board, period string) bool
+	// Kept tells whether Redis keeps a board period (Periods.Kept; nil: every one). A
+	// period it does not keep is read with the hub's board reader (PostgreSQL), as GET /top
+	// reads it, and its snapshots are closed ones: Redis may still hold its keys, which
+	// nothing writes any more.
+	Kept func(ctx context.Context, board, period string) (bool, error)
 }
 
 // TopReader reads a board period's top.
@@ -106,6 +109,9 @@ type Hub struct {
 
 	mu      sync.Mutex
 	latest  map[string]snapshot // board:period -> newest snapshot
+	// closedNext is where the next refresh round begins among the followed periods Redis
+	// does not keep (RefreshAll reads at most closedPerRound of them a round).
+	closedNext int
 	clients map[string]map[*client]bool
 	byUser  map[string]map[*client]bool
 	total   int
@@ -392,7 +398,7 @@ func (s *Subscription) Move(ctx context.Context, period string) error {
 		return err
 	}
 	h.offerOwnEntry(ctx, c, period)
-	if snap.version <= 0 && had > 0 {
+	if snap.version <= 0 && had > 0 && !snap.closed {
 		return errNoRedisVersion
 	}
 	c.offerTop(snap, h.cfg.MaxBehind, h.cfg.Now())
@@ -638,19 +644,29 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	if tops == nil {
 		tops = h.boards
 	}
-	var top storage.Top
-	var err error
-	closed := h.cfg.Kept != nil && !h.cfg.Kept(ctx, board, period)
-	if closed {
-		// A period Redis does not keep, read as GET /top reads it (from PostgreSQL): no
-		// notification brings its changes (a ban, an adjustment).
-		top, err = h.boards.Top(ctx, board, period, h.cfg.TopSize)
-	} else if top, err = tops.Top(ctx, board, period, h.cfg.TopSize); errors.Is(err, storage.ErrNotLoaded) && tops != h.boards {
+	top, err := tops.Top(ctx, board, period, h.cfg.TopSize)
+	if errors.Is(err, storage.ErrNotLoaded) && tops != h.boards {
 		top, err = h.boards.Top(ctx, board, period, h.cfg.TopSize) // expired: loaded again, as GET /top does
 	}
 	if err != nil {
 		return err
 	}
+	return h.publishRefreshed(ctx, board, period, top, false)
+}
+
+// refreshClosed reads a period Redis does not keep as GET /top reads it (from
+// PostgreSQL): no notification brings its changes (a ban, an adjustment).
+func (h *Hub) refreshClosed(ctx context.Context, board, period string) error {
+	top, err := h.boards.Top(ctx, board, period, h.cfg.TopSize)
+	if err != nil {
+		return err
+	}
+	return h.publishRefreshed(ctx, board, period, top, true)
+}
+
+// publishRefreshed publishes a refresh's top and reads again the own entries of the users
+// streaming the period.
+func (h *Hub) publishRefreshed(ctx context.Context, board, period string, top storage.Top, closed bool) error {
 	key := board + ":" + period
 	if top.Version <= 0 {
 		h.publishUnversioned(board, period, top, closed)
@@ -668,10 +684,19 @@ func (h *Hub) Refresh(ctx context.Context, board, period string) error {
 	return nil
 }
 
-// RefreshAll refreshes every board period a stream follows (another process's rebuild,
-// a notification lost on the way, a change of a period read from PostgreSQL). It stops when Redis is unavailable (every read would
-// wait out its timeout); another error (one top that cannot be read) skips that period,
-// and the first is returned.
+// closedPerRound bounds the followed periods Redis does not keep that one refresh round
+// reads from PostgreSQL (three queries each), and closedReadTimeout each one's time: any
+// token holder can follow past days.
+const (
+	closedPerRound    = 20
+	closedReadTimeout = 2 * time.Second
+)
+
+// RefreshAll refreshes the board periods streams follow (another process's rebuild, a
+// notification lost on the way): those Redis keeps, until Redis is unavailable (every
+// read would wait out its timeout); then up to closedPerRound of those it does not keep,
+// taking turns, from PostgreSQL (a ban or an adjustment of a past day), until PostgreSQL
+// fails. Another error skips its period; the first is returned.
 func (h *Hub) RefreshAll(ctx context.Context) error {
 	type boardPeriod struct{ board, period string }
 	h.mu.Lock()
@@ -686,13 +711,55 @@ func (h *Hub) RefreshAll(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	var closed []boardPeriod
+	redisDown := false
 	for _, f := range followed {
+		if h.cfg.Kept != nil {
+			kept, err := h.cfg.Kept(ctx, f.board, f.period)
+			if err != nil {
+				note(err)
+				continue
+			}
+			if !kept {
+				closed = append(closed, f)
+				continue
+			}
+		}
+		if redisDown {
+			continue
+		}
 		switch err := h.Refresh(ctx, f.board, f.period); {
 		case err == nil:
 		case errors.Is(err, storage.ErrUnavailable):
-			return err
-		case first == nil:
-			first = err
+			note(err)
+			redisDown = true
+		default:
+			note(err)
+		}
+	}
+	if len(closed) == 0 {
+		return first
+	}
+	slices.SortFunc(closed, func(a, b boardPeriod) int { return cmp.Or(strings.Compare(a.board, b.board), strings.Compare(a.period, b.period)) })
+	h.mu.Lock()
+	start := h.closedNext % len(closed)
+	h.closedNext = start + closedPerRound
+	h.mu.Unlock()
+	for i := range min(len(closed), closedPerRound) {
+		f := closed[(start+i)%len(closed)]
+		cctx, cancel := context.WithTimeout(ctx, closedReadTimeout)
+		err := h.refreshClosed(cctx, f.board, f.period)
+		cancel()
+		if err != nil {
+			note(err)
+			if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				break // PostgreSQL failing: the others wait for the next round
+			}
 		}
 	}
 	return first
@@ -729,6 +796,14 @@ func (h *Hub) snapshot(ctx context.Context, board, period string) (snapshot, err
 		return snapshot{}, err
 	}
 	s := h.renderTop(board, period, top.Version, top.UpdatedAt, entriesOf(top))
+	if top.Version <= 0 && h.cfg.Kept != nil {
+		if kept, err := h.cfg.Kept(ctx, board, period); err == nil && !kept {
+			// Read from PostgreSQL for a period Redis does not keep: the period as it is,
+			// whatever a stream had of it from Redis before.
+			s.closed = true
+			return s, nil
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.latest[board+":"+period]; ok && cur.version > s.version {

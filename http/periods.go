@@ -245,13 +245,13 @@ func (p *Periods) InRedis(ctx context.Context, b configs.Board, period string) (
 }
 
 // Kept tells whether Redis keeps a period of a board (by id; false for an unknown one).
-func (p *Periods) Kept(ctx context.Context, board, period string) bool {
+func (p *Periods) Kept(ctx context.Context, board, period string) (bool, error) {
 	b, ok := p.cfg.Board(board)
 	if !ok {
-		return false
+		return false, nil
 	}
 	_, hot, err := p.InRedis(ctx, b, period)
-	return err == nil && hot
+	return hot, err
 }
 
 // NotBegun tells whether a period of a daily or weekly board has not begun by this

@@ -377,7 +377,13 @@ func TestProjectorReplicaKilled(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE score_history IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // the victim's batches wait on the lock, their messages unacked
+	eventually(t, 30*time.Second, func() string { // the projectors' batches wait on the lock, their messages unacked
+		if n := env.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n < 2 {
+			return fmt.Sprintf("%d batches wait on the lock", n)
+		}
+		return ""
+	})
+	time.Sleep(time.Second) // more gathered behind them, past the consumer's auto-commit interval
 	victim.kill(syscall.SIGKILL)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
