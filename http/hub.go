@@ -107,15 +107,15 @@ type Hub struct {
 	cfg    HubConfig
 	boards BoardReader
 
-	mu      sync.Mutex
-	latest  map[string]snapshot // board:period -> newest snapshot
+	mu     sync.Mutex
+	latest map[string]snapshot // board:period -> newest snapshot
 	// closedNext is where the next refresh round begins among the followed periods Redis
 	// does not keep (RefreshAll reads at most closedPerRound of them a round).
 	closedNext int
-	clients map[string]map[*client]bool
-	byUser  map[string]map[*client]bool
-	total   int
-	closed  bool
+	clients    map[string]map[*client]bool
+	byUser     map[string]map[*client]bool
+	total      int
+	closed     bool
 
 	streams prometheus.Gauge
 	dropped prometheus.Counter
@@ -745,7 +745,9 @@ func (h *Hub) RefreshAll(ctx context.Context) error {
 	if len(closed) == 0 {
 		return first
 	}
-	slices.SortFunc(closed, func(a, b boardPeriod) int { return cmp.Or(strings.Compare(a.board, b.board), strings.Compare(a.period, b.period)) })
+	slices.SortFunc(closed, func(a, b boardPeriod) int {
+		return cmp.Or(strings.Compare(a.board, b.board), strings.Compare(a.period, b.period))
+	})
 	h.mu.Lock()
 	start := h.closedNext % len(closed)
 	h.closedNext = start + closedPerRound

@@ -33,7 +33,11 @@ func (b *closedBoards) Top(_ context.Context, _, period string, _ int) (storage.
 	return b.tops[period], nil
 }
 
-func (b *closedBoards) set(period string, t storage.Top) { b.mu.Lock(); b.tops[period] = t; b.mu.Unlock() }
+func (b *closedBoards) set(period string, t storage.Top) {
+	b.mu.Lock()
+	b.tops[period] = t
+	b.mu.Unlock()
+}
 
 // redisOnly is HubConfig.Tops: Redis alone, "cur" only.
 type redisOnly struct{ b *closedBoards }
@@ -152,7 +156,6 @@ func TestReconnectToAClosedPeriodGetsItsState(t *testing.T) {
 		sub.Close(false)
 	}
 }
-
 
 // countingClosed counts the tops read per period; every period is a closed one.
 type countingClosed struct {
