@@ -256,20 +256,22 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, b configs.Board, 
 
 // claimedSince tells whether the write took its action's lock and a copy of it, sent at
 // the same time, was accepted since: the event id recorded after the lock was taken (a
-// retry of a claim whose cooldown had ended finds it recorded before). Measured on
-// PostgreSQL's clock back from now by the time elapsed since the take (the monotonic
-// clock), so the API's and PostgreSQL's clocks need not agree; the query's trip makes the
-// take look later than it was, by well under the milliseconds between a copy's take and
-// its sibling's acceptance. False when the request log cannot tell in 2 s: the lock is
-// given back.
+// retry of a claim whose cooldown had ended finds it recorded a cooldown or more before).
+// How long ago PostgreSQL recorded it (its clock) is compared with the time elapsed since
+// the take once the answer is back (the monotonic clock), so the API's and PostgreSQL's
+// clocks need not agree, and the query's trip can only make the take look earlier than it
+// was: by the answer's way back. (Measured before the query, a busy PostgreSQL made a
+// sibling accepted right after the take look accepted before it, and the lock was given
+// back: a second claim passed inside the cooldown.) False when the request log cannot tell
+// in 2 s: the lock is given back.
 func (s *server) claimedSince(ctx context.Context, gw guarded) bool {
 	if !gw.cooling {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	ok, err := s.Requests.AcceptedWithin(ctx, gw.userID, gw.eventID, time.Since(gw.tookAt))
-	return err == nil && ok
+	ago, err := s.Requests.AcceptedAgo(ctx, gw.userID, gw.eventID)
+	return err == nil && ago <= time.Since(gw.tookAt)
 }
 
 // reject answers a write refused for its input.

@@ -30,8 +30,8 @@ func (appliedLog) AppliedIn(context.Context, string, string, string) (storage.Ap
 	return storage.Applied{Period: "all_time"}, true, nil
 }
 
-func (appliedLog) AcceptedWithin(context.Context, string, string, time.Duration) (bool, error) {
-	return false, storage.ErrNotFound
+func (appliedLog) AcceptedAgo(context.Context, string, string) (time.Duration, error) {
+	return 0, storage.ErrNotFound
 }
 
 // versionedLog says every event is applied, with the user's entry at version in PostgreSQL.

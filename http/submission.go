@@ -41,9 +41,9 @@ type RequestLog interface {
 	// PostgreSQL (0 when none), and whether it was applied before its event id's row in the
 	// request log was written (a retry accepted again after the event id's retention).
 	AppliedIn(ctx context.Context, userID, eventID, board string) (storage.Applied, bool, error)
-	// AcceptedWithin tells whether the event id was recorded within the last d
+	// AcceptedAgo tells how long ago, by PostgreSQL's clock, the event id was recorded
 	// (storage.ErrNotFound: never).
-	AcceptedWithin(ctx context.Context, userID, eventID string, d time.Duration) (bool, error)
+	AcceptedAgo(ctx context.Context, userID, eventID string) (time.Duration, error)
 }
 
 // ValueReads reads an entry's value from Redis without waiting for it (storage.ValueReader):

@@ -264,16 +264,16 @@ func (r *RequestLog) Pending(ctx context.Context, userID, eventID, board, period
 	return ok, unavailable("pending", err)
 }
 
-// AcceptedWithin tells whether a user's event id was recorded within the last d, by
+// AcceptedAgo tells how long before the query a user's event id was recorded, by
 // PostgreSQL's clock alone; ErrNotFound when it was never recorded.
-func (r *RequestLog) AcceptedWithin(ctx context.Context, userID, eventID string, d time.Duration) (bool, error) {
-	var ok bool
-	err := r.pool.QueryRow(ctx, `SELECT accepted_at >= now() - make_interval(secs => $3) FROM score_requests WHERE user_id = $1 AND event_id = $2`,
-		userID, eventID, d.Seconds()).Scan(&ok)
+func (r *RequestLog) AcceptedAgo(ctx context.Context, userID, eventID string) (time.Duration, error) {
+	var us int64
+	err := r.pool.QueryRow(ctx, `SELECT (extract(epoch FROM now() - accepted_at) * 1000000)::bigint FROM score_requests WHERE user_id = $1 AND event_id = $2`,
+		userID, eventID).Scan(&us)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, ErrNotFound
+		return 0, ErrNotFound
 	}
-	return ok, unavailable("accepted within", err)
+	return time.Duration(us) * time.Microsecond, unavailable("accepted ago", err)
 }
 
 // IsApplied reports whether a user's event has been applied to PostgreSQL.
