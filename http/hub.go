@@ -497,19 +497,7 @@ func (h *Hub) PublishTop(board, period string, version int64, updatedAt time.Tim
 		h.mu.Unlock()
 		return
 	}
-	h.latest[key] = s
-	targets := make([]*client, 0, len(h.clients[key]))
-	for c := range h.clients[key] {
-		targets = append(targets, c)
-	}
-	h.mu.Unlock()
-	now := h.cfg.Now()
-	for _, c := range targets {
-		if !c.offerTop(s, h.cfg.MaxBehind, now) {
-			h.dropped.Inc()
-			c.drop()
-		}
-	}
+	h.storeAndOffer(key, s)
 }
 
 // Wake wakes every stream of a board, whatever period it follows: one following the
@@ -605,19 +593,9 @@ func (h *Hub) refreshUsers(ctx context.Context, board, period string, users []st
 	}
 }
 
-// publishUnversioned publishes a top read from PostgreSQL (version 0) when its entries
-// differ from the hub's: for a period Redis does not keep (closed), whatever the hub had;
-// otherwise (Redis went down during the read) only when the hub has no top of the period
-// from Redis (the stream's ids would go back).
-func (h *Hub) publishUnversioned(board, period string, top storage.Top, closed bool) {
-	key := board + ":" + period
-	s := h.renderTop(board, period, 0, top.UpdatedAt, entriesOf(top))
-	s.closed = closed
-	h.mu.Lock()
-	if cur, ok := h.latest[key]; len(h.clients[key]) == 0 || ok && (cur.version > 0 && !closed || bytes.Equal(cur.entries, s.entries)) {
-		h.mu.Unlock()
-		return
-	}
+// storeAndOffer makes s the hub's newest snapshot of key and offers it to the period's
+// clients, dropping those that stayed behind. Called with h.mu held; it releases it.
+func (h *Hub) storeAndOffer(key string, s snapshot) {
 	h.latest[key] = s
 	targets := make([]*client, 0, len(h.clients[key]))
 	for c := range h.clients[key] {
@@ -631,6 +609,22 @@ func (h *Hub) publishUnversioned(board, period string, top storage.Top, closed b
 			c.drop()
 		}
 	}
+}
+
+// publishUnversioned publishes a top read from PostgreSQL (version 0) when its entries
+// differ from the hub's: for a period Redis does not keep (closed), whatever the hub had;
+// otherwise (Redis went down during the read) only when the hub has no top of the period
+// from Redis (the stream's ids would go back).
+func (h *Hub) publishUnversioned(board, period string, top storage.Top, closed bool) {
+	key := board + ":" + period
+	s := h.renderTop(board, period, 0, top.UpdatedAt, entriesOf(top))
+	s.closed = closed
+	h.mu.Lock()
+	if cur, ok := h.latest[key]; len(h.clients[key]) == 0 || ok && (cur.version > 0 && !closed || bytes.Equal(cur.entries, s.entries)) {
+		h.mu.Unlock()
+		return
+	}
+	h.storeAndOffer(key, s)
 }
 
 // Refresh reads a board period's top from Redis and publishes it when it is newer than
