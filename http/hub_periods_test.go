@@ -3,7 +3,6 @@ package http
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,29 +11,6 @@ import (
 
 // Streams across a period's end (found by a review of the live feed).
 
-// periodEntries is a BoardReader with a top and the user's own entry per period.
-type periodEntries struct {
-	fakeBoards
-	mu      sync.Mutex
-	tops    map[string]storage.Top
-	entries map[string]*storage.Entry
-}
-
-func (b *periodEntries) Top(_ context.Context, _, period string, _ int) (storage.Top, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tops[period], nil
-}
-
-func (b *periodEntries) User(_ context.Context, _, period, _ string) (storage.Entry, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e := b.entries[period]; e != nil {
-		return *e, nil
-	}
-	return storage.Entry{}, storage.ErrNotFound
-}
-
 // TestMoveDropsTheOldPeriodsOwnEntry: a change of u's entry on 2026-01-01 is queued just
 // before midnight, and the stream moves to 2026-01-02, where u has no entry. After the
 // move the stream writes the new day, and nothing of u's on the old one
@@ -42,12 +18,12 @@ func (b *periodEntries) User(_ context.Context, _, period, _ string) (storage.En
 func TestMoveDropsTheOldPeriodsOwnEntry(t *testing.T) {
 	clk := newClock()
 	at := clk.now()
-	boards := &periodEntries{
+	boards := &ownEntryBoards{
 		tops: map[string]storage.Top{
 			"2026-01-01": {Version: 10, UpdatedAt: at, Entries: []storage.Entry{{Rank: 1, UserID: "u", Score: 500, UpdatedAt: at}}},
 			"2026-01-02": {Version: 20},
 		},
-		entries: map[string]*storage.Entry{"2026-01-01": {Rank: 1, UserID: "u", Score: 500, Version: 1, UpdatedAt: at}},
+		byPeriod: map[string]*storage.Entry{"2026-01-01": {Rank: 1, UserID: "u", Score: 500, Version: 1, UpdatedAt: at}},
 	}
 	h := NewHub(HubConfig{Window: time.Millisecond, Now: clk.now}, boards, nil)
 	sub, err := h.Subscribe(context.Background(), "u", "daily", "2026-01-01", -1)
@@ -56,7 +32,7 @@ func TestMoveDropsTheOldPeriodsOwnEntry(t *testing.T) {
 	}
 	mustFrames(sub, clk) // the snapshot and u's entry on connect
 	boards.mu.Lock()
-	boards.entries["2026-01-01"] = &storage.Entry{Rank: 1, UserID: "u", Score: 900, Version: 2, UpdatedAt: at}
+	boards.byPeriod["2026-01-01"] = &storage.Entry{Rank: 1, UserID: "u", Score: 900, Version: 2, UpdatedAt: at}
 	boards.mu.Unlock()
 	h.UsersChanged(context.Background(), "daily", "2026-01-01", []string{"u"}) // queued, not yet written
 	if err := sub.Move(context.Background(), "2026-01-02"); err != nil {
@@ -84,7 +60,7 @@ func TestMoveDropsTheOldPeriodsOwnEntry(t *testing.T) {
 // A client that has today's newest version gets nothing again.
 func TestReconnectAfterAResetGetsTheNewPeriod(t *testing.T) {
 	clk := newClock()
-	boards := &periodEntries{tops: map[string]storage.Top{
+	boards := &ownEntryBoards{tops: map[string]storage.Top{
 		"2026-01-01": {Version: 500, Entries: []storage.Entry{{Rank: 1, UserID: "old", Score: 9}}},
 		"2026-01-02": {Version: 450},
 	}}

@@ -17,12 +17,22 @@ import (
 )
 
 // ownEntryBoards is a BoardReader over a mutable Redis: per period a top, and the user's own
-// entry (ErrNotFound when it has none: removed, or hidden by a ban).
+// entry (ErrNotFound when it has none: removed, or hidden by a ban), the same in every
+// period unless byPeriod is set.
 type ownEntryBoards struct {
 	fakeBoards
-	mu    sync.Mutex
-	tops  map[string]storage.Top
-	entry *storage.Entry
+	mu       sync.Mutex
+	tops     map[string]storage.Top
+	entry    *storage.Entry
+	byPeriod map[string]*storage.Entry
+}
+
+// entryIn is the own entry of a period (b.mu held).
+func (b *ownEntryBoards) entryIn(period string) *storage.Entry {
+	if b.byPeriod != nil {
+		return b.byPeriod[period]
+	}
+	return b.entry
 }
 
 func (b *ownEntryBoards) Top(_ context.Context, _, period string, _ int) (storage.Top, error) {
@@ -31,22 +41,23 @@ func (b *ownEntryBoards) Top(_ context.Context, _, period string, _ int) (storag
 	return b.tops[period], nil
 }
 
-func (b *ownEntryBoards) User(context.Context, string, string, string) (storage.Entry, error) {
+func (b *ownEntryBoards) User(_ context.Context, _, period, _ string) (storage.Entry, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.entry == nil {
+	e := b.entryIn(period)
+	if e == nil {
 		return storage.Entry{}, storage.ErrNotFound
 	}
-	return *b.entry, nil
+	return *e, nil
 }
 
-func (b *ownEntryBoards) Users(_ context.Context, _, _ string, ids []string) ([]storage.Entry, error) {
+func (b *ownEntryBoards) Users(_ context.Context, _, period string, ids []string) ([]storage.Entry, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []storage.Entry
 	for _, id := range ids {
-		if b.entry != nil && b.entry.UserID == id {
-			out = append(out, *b.entry)
+		if e := b.entryIn(period); e != nil && e.UserID == id {
+			out = append(out, *e)
 		}
 	}
 	return out, nil
