@@ -29,7 +29,7 @@ type boardDef struct {
 	MaxDelta       *int64 `yaml:"max_delta"`
 	ServerOnly     bool   `yaml:"server_only"`
 	ActionCooldown *int64 `yaml:"action_cooldown"`
-	MatchPoints    bool   `yaml:"match_points"`
+	MatchPoints    *bool  `yaml:"match_points"`
 	RateLimit      string `yaml:"rate_limit"`
 }
 
@@ -102,7 +102,14 @@ func endpointShape(b Board) error {
 
 func (d boardDef) board() (Board, error) {
 	b := Board{ID: d.ID, Operator: d.Operator, Order: d.Order, Period: d.Period, ServerOnly: d.ServerOnly,
-		MatchPoints: d.MatchPoints, MinValue: 0, MaxValue: MaxExactScore}
+		MinValue: 0, MaxValue: MaxExactScore}
+	// API.md: a match point adds to match:{match_id}, daily and season. A file in API.md's
+	// shape (no match_points key) keeps that: its incr boards daily and season take match
+	// points unless they say match_points: false; any other board only with true.
+	b.MatchPoints = (b.ID == "daily" || b.ID == "season") && b.Operator == OpIncr
+	if d.MatchPoints != nil {
+		b.MatchPoints = *d.MatchPoints
+	}
 	if b.Order == "" {
 		b.Order = OrderDesc
 	}

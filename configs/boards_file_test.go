@@ -171,3 +171,40 @@ func TestMatchBoardMustAdd(t *testing.T) {
 		t.Errorf("%s: %v; a second match board may keep the best", two, err)
 	}
 }
+
+// TestMatchPointsFollowAPIMDWithoutTheKey: API.md says a match point adds to
+// match:{match_id}, daily and season, and gives the boards file's shape without a
+// match_points key. A file in that shape fed only the match board: a point answered 200
+// applied and the day and season read 404 (found by a review). The incr boards daily and
+// season now take match points unless the file says match_points: false; other boards only
+// with match_points: true.
+func TestMatchPointsFollowAPIMDWithoutTheKey(t *testing.T) {
+	t.Parallel()
+	file := `{"boards": [
+		{"id": "daily", "operator": "incr", "period": "daily"},
+		{"id": "season", "operator": "incr", "period": "season"},
+		{"id": "match", "operator": "incr", "period": "match"},
+		{"id": "weekly", "operator": "incr", "period": "weekly"},
+		{"id": "monthly", "operator": "incr", "period": "weekly", "match_points": true}]}`
+	boards, err := configs.ParseBoards([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"daily": true, "season": true, "match": false, "weekly": false, "monthly": true}
+	for _, b := range boards {
+		if b.MatchPoints != want[b.ID] {
+			t.Errorf("%s: match_points %v, want %v", b.ID, b.MatchPoints, want[b.ID])
+		}
+	}
+	optOut := `{"boards": [{"id": "daily", "operator": "incr", "period": "daily", "match_points": false},
+		{"id": "season", "operator": "best", "period": "season"}]}`
+	boards, err = configs.ParseBoards([]byte(optOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range boards {
+		if b.MatchPoints {
+			t.Errorf("%s takes match points; the file said false (daily) or the board keeps the best (season)", b.ID)
+		}
+	}
+}
