@@ -120,6 +120,9 @@ type Config struct {
 
 	// PostgresMaxConns bounds each process's PostgreSQL pool.
 	PostgresMaxConns int
+	// PostgresReads bounds the reads a process answers from PostgreSQL at once (periods
+	// Redis does not keep, every read while Redis is down); each user's run one at a time.
+	PostgresReads int
 	// RedisPoolSize bounds each process's Redis pool; RedisTimeout bounds each Redis call
 	// (a Redis that stops answering switches reads to PostgreSQL within it).
 	RedisPoolSize int
@@ -244,6 +247,7 @@ func Load(getenv func(string) string) (Config, error) {
 		SSEMaxStreams:        intVar("LEADERBOARD_SSE_MAX_STREAMS", 19_000, 1, 1_000_000),
 		SSEMaxStreamsPerUser: intVar("LEADERBOARD_SSE_MAX_STREAMS_PER_USER", 5, 1, 1000),
 		PostgresMaxConns:     intVar("LEADERBOARD_POSTGRES_MAX_CONNS", 40, 4, 1000),
+		PostgresReads:        intVar("LEADERBOARD_POSTGRES_READS", 4, 1, 1000),
 		RedisPoolSize:        intVar("LEADERBOARD_REDIS_POOL_SIZE", 64, 4, 10_000),
 		OutboxBatch:          intVar("LEADERBOARD_OUTBOX_BATCH", 256, 1, 10_000),
 		ProjectorBatch:       intVar("LEADERBOARD_PROJECTOR_BATCH", 500, 1, 10_000),

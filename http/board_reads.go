@@ -40,11 +40,14 @@ type Reads struct {
 	closed BoardStore
 	loader Loader
 	loads  singleflight.Group
+	// postgres bounds the reads answered from PostgreSQL (pgReads).
+	postgres *pgReads
 }
 
 // NewReads returns the read side over Redis (redis), PostgreSQL (pg) and the loader.
 func NewReads(cfg configs.Config, periods *Periods, redis, pg BoardStore, loader Loader) *Reads {
-	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, closed: pg, loader: loader}
+	return &Reads{cfg: cfg, periods: periods, redis: redis, pg: pg, closed: pg, loader: loader,
+		postgres: newPGReads(cfg.PostgresReads, postgresReadWait)}
 }
 
 // WithClosedPeriods makes r read the periods Redis does not keep from closed
@@ -83,6 +86,18 @@ var errNoMatch = errors.New("no such match (it never had an entry)")
 
 // read runs one read against the right store.
 func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
+	return r.route(ctx, b, period, degraded, read, true)
+}
+
+// route runs one read against the right store; without postgres, a read PostgreSQL would
+// answer is storage.ErrUnavailable at once.
+func (r *Reads) route(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error, postgres bool) error {
+	pg := func(src BoardStore) error {
+		if !postgres {
+			return storage.ErrUnavailable
+		}
+		return r.fromPostgres(ctx, src, read)
+	}
 	ttl, hot, err := r.periods.InRedis(ctx, b, period)
 	if err != nil {
 		return err
@@ -101,16 +116,16 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 			*degraded = errors.Is(err, storage.ErrUnavailable) // PostgreSQL answered, for a Redis down
 			return fmt.Errorf("match %q: %w: %w", b.Match, errNoMatch, storage.ErrNotFound)
 		case errors.Is(err, storage.ErrUnavailable):
-			return r.orFallback(err, degraded, read)
+			return r.orFallback(err, degraded, pg)
 		}
 	}
 	if !hot {
 		if r.periods.NotBegun(ctx, b, period) {
 			// A day or week ahead of this process's clock (another's may be past its
 			// start): read as it is, never frozen as a closed period is on its first read.
-			return read(r.pg)
+			return pg(r.pg)
 		}
-		return read(r.closed)
+		return pg(r.closed)
 	}
 	err = read(r.redis)
 	if errors.Is(err, storage.ErrNotLoaded) {
@@ -125,16 +140,29 @@ func (r *Reads) read(ctx context.Context, b configs.Board, period string, degrad
 			err = read(r.redis)
 		}
 	}
-	return r.orFallback(err, degraded, read)
+	return r.orFallback(err, degraded, pg)
 }
 
 // orFallback reads PostgreSQL instead when Redis was unavailable.
-func (r *Reads) orFallback(err error, degraded *bool, read func(BoardStore) error) error {
+func (r *Reads) orFallback(err error, degraded *bool, pg func(BoardStore) error) error {
 	if !errors.Is(err, storage.ErrUnavailable) {
 		return err
 	}
 	*degraded = true
-	return read(r.pg)
+	return pg(r.pg)
+}
+
+// postgresReadWait is how long a read waits for its turn at PostgreSQL (pgReads).
+const postgresReadWait = 5 * time.Second
+
+// fromPostgres runs read against a PostgreSQL store in its turn: one read at a time of
+// the request's user, at most LEADERBOARD_POSTGRES_READS of the process.
+func (r *Reads) fromPostgres(ctx context.Context, src BoardStore, read func(BoardStore) error) error {
+	user := ""
+	if c := claimsFrom(ctx); c != nil {
+		user = c.Subject
+	}
+	return r.postgres.do(ctx, user, func() error { return read(src) })
 }
 
 // page reads size entries in rank order after a position (nil: from the top).
@@ -231,13 +259,10 @@ func (r *Reads) held(ctx context.Context, b configs.Board, period, userID string
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {
 	var e storage.Entry
 	var degraded bool
-	err := r.read(ctx, b, period, &degraded, func(src BoardStore) error {
-		if src != r.redis {
-			return storage.ErrUnavailable
-		}
+	err := r.route(ctx, b, period, &degraded, func(src BoardStore) error {
 		var err error
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
-	})
+	}, false)
 	return e, err
 }

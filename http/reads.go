@@ -195,6 +195,16 @@ func (s *server) writeUser(w http.ResponseWriter, r *http.Request, fixedBoard, u
 }
 
 func (s *server) readFailed(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errReadsQueued): // the user's own earlier reads still run
+		w.Header().Set("Retry-After", "1")
+		writeError(w, r, http.StatusTooManyRequests, "rate_limited", "this user's reads answered from PostgreSQL run one at a time; retry when the earlier one ends", "")
+		return
+	case errors.Is(err, errPostgresReadsBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, r, http.StatusServiceUnavailable, "dependency_unavailable", "every slot for reads answered from PostgreSQL is taken; retry", "")
+		return
+	}
 	s.Logger.Warn("read failed", "err", err, "request_id", requestIDFrom(r.Context()))
 	writeError(w, r, http.StatusServiceUnavailable, "dependency_unavailable", "the leaderboard store is unavailable", "")
 }

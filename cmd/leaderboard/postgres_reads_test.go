@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestPostgresReadsTakeTurns: reads of a period Redis does not keep are answered from
+// PostgreSQL, and a friends read of a big closed day numbers the whole day there. One
+// player's token on 16 connections kept two PostgreSQL cores busy and made other players'
+// reads of closed days five times slower (found by a review). A user's reads from
+// PostgreSQL now run one at a time (a second waits, then is 429 rate_limited), and the
+// process runs at most LEADERBOARD_POSTGRES_READS of them (then 503 with Retry-After).
+// board_entries is held locked so that the first reads stay in PostgreSQL.
+func TestPostgresReadsTakeTurns(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	clock := &testClock{}
+	clock.set(time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC))
+	svc := env.startWith(map[string]string{"LEADERBOARD_POSTGRES_READS": "2"}, clock.now)
+	for i, u := range []string{"pa", "pb", "pc"} {
+		writeAs(t, svc, "daily", u, 10+i)
+	}
+	clock.set(time.Date(2026, 5, 7, 2, 0, 0, 0, time.UTC)) // Redis keeps the day and 2 before
+	const path = "/v1/boards/daily/users/%s?period=2026-05-04"
+	if r := svc.do(t, http.MethodGet, fmt.Sprintf(path, "pa"), mintToken(t, "pa"), ""); r.status != 200 || num(r.body["rank"]) != 3 {
+		t.Fatalf("a read of the closed day: %d %s", r.status, r.raw)
+	}
+
+	ctx := context.Background()
+	lock, err := env.db().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE board_entries IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var got int
+			if err := env.db().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM board_entries%'`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d reads wait in PostgreSQL, want %d", got, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	type answer struct {
+		user, retryAfter string
+		status           int
+		took             time.Duration
+	}
+	get := func(user string, out chan<- answer) {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, svc.base+fmt.Sprintf(path, user), nil)
+		req.Header.Set("Authorization", "Bearer "+mintToken(t, user))
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Error(err)
+			out <- answer{user: user}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		out <- answer{user, resp.Header.Get("Retry-After"), resp.StatusCode, time.Since(start)}
+	}
+	held := make(chan answer, 2)
+	go get("pa", held)
+	waiting(1)
+	go get("pb", held) // another user's read takes the second slot
+	waiting(2)
+
+	refused := make(chan answer, 2)
+	go get("pa", refused) // pa's second read waits for pa's first
+	go get("pc", refused) // pc waits for a slot
+	want := map[string]int{"pa": http.StatusTooManyRequests, "pc": http.StatusServiceUnavailable}
+	for range 2 {
+		a := <-refused
+		if a.status != want[a.user] || a.retryAfter != "1" {
+			t.Errorf("%s: %d Retry-After %q after %s, want %d with Retry-After 1", a.user, a.status, a.retryAfter, a.took, want[a.user])
+		}
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if a := <-held; a.status != 200 {
+			t.Errorf("%s's read that held a slot: %d, want 200 once PostgreSQL answers", a.user, a.status)
+		}
+	}
+	// The slots are given back: every user reads again.
+	for _, u := range []string{"pa", "pb", "pc"} {
+		if r := svc.do(t, http.MethodGet, fmt.Sprintf(path, u), mintToken(t, u), ""); r.status != 200 {
+			t.Errorf("%s after: %d %s", u, r.status, r.raw)
+		}
+	}
+}
