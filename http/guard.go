@@ -161,8 +161,22 @@ func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (r
 		switch {
 		case err != nil:
 			return g.limiterDown(*w, err), false
-		case !ok && retry != nil && retry():
-			return nil, true
+		case !ok && retry != nil:
+			// Telling a retry from a new write asks PostgreSQL: over the budget, the
+			// asking is bounded by the retry budget (a flood of refused writes or
+			// retries would otherwise cost a PostgreSQL query each, without end).
+			spare, rwait, err := g.retryBudget(ctx, b)
+			switch {
+			case err != nil:
+				return g.limiterDown(*w, err), false
+			case !spare:
+				return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: max(wait, rwait),
+					message: fmt.Sprintf("more than %s writes, and more than %d retries or refused writes; retry in %d seconds", b.rate, retryFactor*b.rate.N, seconds(max(wait, rwait)))}, "retry:"+b.subject), false
+			case retry():
+				return nil, true
+			}
+			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
+				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(wait))}, b.subject+" "+b.rate.String()), false
 		case !ok:
 			return g.refuse(*w, &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: wait,
 				message: fmt.Sprintf("more than %s writes; retry in %d seconds", b.rate, seconds(wait))}, b.subject+" "+b.rate.String()), false
@@ -173,19 +187,37 @@ func (g *Guard) rateLimit(ctx context.Context, w *guarded, retry func() bool) (r
 	return nil, false
 }
 
+// retryFactor sizes the retry budget: retryFactor times a rate budget's writes, per its
+// window.
+const retryFactor = 10
+
+// retryBudget spends one of subject's retry budget: the writes that turn out to repeat an
+// event id (their rate budget given back) and those over the rate budget (a request log
+// lookup each tells whether one is a retry) together. A client retrying a lost answer a
+// few times never meets it; a player flooding retries, 409s or refused writes, each a
+// PostgreSQL query or transaction, does: past it they are refused without one.
+func (g *Guard) retryBudget(ctx context.Context, b spentBudget) (bool, time.Duration, error) {
+	return g.limits.Allow(ctx, "retry:"+b.subject, retryFactor*b.rate.N, b.rate.Per)
+}
+
 // banned tells whether the user is banned (as the last ban list read says).
 func (g *Guard) banned(userID string) bool { return g != nil && g.bans != nil && g.bans.Banned(userID) }
 
 // refund gives back the rate budget a write spent when it turned out to repeat an event id
-// (a retry, answered as the first time, or a 409): a client whose answer was lost is not
-// refused its next write for having retried. (Over its budget a retry passes without
-// spending: rateLimit's retry.)
+// (a retry, answered as the first time, or a 409), taking it from the retry budget: a
+// client whose answer was lost is not refused its next write for having retried, and a
+// player repeating event ids without end runs out of both. (Over its budget a retry
+// passes without spending: rateLimit's retry.)
 func (g *Guard) refund(ctx context.Context, w guarded) {
 	if g == nil {
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	for _, b := range w.spent[:w.nspent] {
-		if err := g.limits.Refund(context.WithoutCancel(ctx), b.subject, b.rate.N, b.rate.Per); err != nil {
+		if spare, _, err := g.retryBudget(ctx, b); err != nil || !spare {
+			continue // the write stays spent
+		}
+		if err := g.limits.Refund(ctx, b.subject, b.rate.N, b.rate.Per); err != nil {
 			g.logger.Warn("refund rate budget", "err", err, "subject", b.subject)
 		}
 	}

@@ -222,6 +222,52 @@ func TestRetryDoesNotSpendTheRateBudget(t *testing.T) {
 	}
 }
 
+// TestRetriesHaveABudget: a retry spends no rate budget and passes over the limit, and
+// telling a retry from a new write asks PostgreSQL; so one player's token made every
+// request a PostgreSQL query or transaction without end: 8,262 exact retries were 8,262
+// 202s and 14,290 PostgreSQL transactions, 7,464 409s 13,970, 7,557 refused new writes
+// 6,579 (found by a review). Retries, 409s and writes over the limit now share a retry
+// budget of ten times the rate's writes per its window: a client retrying a lost answer
+// never meets it, a flood does and is refused 429 without a query.
+func TestRetriesHaveABudget(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	svc := env.start(map[string]string{"LEADERBOARD_RATE_LIMIT": "2/60s"})
+	for _, c := range []struct{ user, again string }{
+		{"flood-retry", `{"score": 1, "event_id": "f-1"}`},    // the same body: a retry
+		{"flood-conflict", `{"score": 9, "event_id": "f-1"}`}, // another body: 409
+		{"flood-new", ""}, // new writes past the limit: each asks whether it is a retry
+	} {
+		tok := mintToken(t, c.user)
+		if r := svc.submit(t, tok, `{"score": 1, "event_id": "f-1"}`); r.status != 202 {
+			t.Fatalf("%s: first write: %d %s", c.user, r.status, r.raw)
+		}
+		answered, limited := 0, 0
+		for i := range 40 {
+			body := c.again
+			if body == "" {
+				body = fmt.Sprintf(`{"score": %d, "event_id": "f-new-%d"}`, i+2, i)
+			}
+			// Past the retry budget the refusal says so (no lookup told it from a retry).
+			switch r := svc.submit(t, tok, body); {
+			case r.status == 429 && strings.Contains(fmt.Sprint(r.body["message"]), "retries") && r.header.Get("Retry-After") != "":
+				limited++
+			case r.status == 429 && c.again != "":
+				t.Fatalf("%s: %d %s (Retry-After %q)", c.user, r.status, r.raw, r.header.Get("Retry-After"))
+			case limited > 0:
+				t.Fatalf("%s: %d %s after %d refusals: a spent retry budget comes back at 20 a minute", c.user, r.status, r.raw, limited)
+			default:
+				answered++
+			}
+		}
+		// 2 writes a minute, 20 retries: the one write left and the 20 retries (the new
+		// writes: one accepted, then 20 refused after a lookup each, the rest without).
+		if answered < 19 || answered > 24 || limited != 40-answered {
+			t.Errorf("%s: %d of 40 answered, %d refused without a lookup, want about 21 answered and the rest refused", c.user, answered, limited)
+		}
+	}
+}
+
 // inChildProcess runs the test's body in a child process with the given environment
 // (TZ must be set before the runtime first reads time.Local); the parent fails with the
 // child's output when the child fails.
