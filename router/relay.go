@@ -140,15 +140,9 @@ func NewRelay(outbox Outbox, cfg RelayConfig, reg prometheus.Registerer, logger 
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "leaderboard_outbox_backlog", Help: "Outbox rows of a shard the relay has not forwarded yet.",
 				ConstLabels: prometheus.Labels{"shard": strconv.Itoa(shard)},
-			}, func() float64 {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				n, err := outbox.Backlog(ctx, shard)
-				if err != nil {
-					return -1
-				}
-				return float64(n)
-			}))
+			}, NewScrapeCount(time.Second, 10*time.Second, func(ctx context.Context) (int64, error) {
+				return outbox.Backlog(ctx, shard)
+			}).Get))
 		}
 	}
 	return r, nil

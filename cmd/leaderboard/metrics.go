@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/openleaderboard/leaderboard/router"
 )
 
 // registerStoreMetrics exports the PostgreSQL and Redis connection pools at scrape time,
@@ -31,41 +32,9 @@ func registerStoreMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, rdb red
 		counter("leaderboard_redis_pool_timeouts_total", "Waits for a Redis connection that timed out.", func() float64 { return float64(rdb.PoolStats().Timeouts) }),
 		counter("leaderboard_redis_pool_misses_total", "Redis commands that had to open a connection.", func() float64 { return float64(rdb.PoolStats().Misses) }),
 		gauge("leaderboard_dead_letters", "Dead letters waiting for an operator (counted at most every 2 s; -1 until counted, or when the count failed).",
-			newDeadLetterCount(pool).get),
+			router.NewScrapeCount(2*time.Second, 10*time.Second, func(ctx context.Context) (n int64, err error) {
+				err = pool.QueryRow(ctx, `SELECT count(*) FROM dead_letters`).Scan(&n)
+				return n, err
+			}).Get),
 	)
-}
-
-// deadLetterCount counts the dead letters off the scrape's path: a scrape (anonymous, on
-// the API's address) answers the last count and starts another when it is over 2 s old,
-// one at a time, so scrapers never hold the pool's connections (with the table slow or
-// locked, a count per scrape held one each, and players' writes waited behind them).
-type deadLetterCount struct {
-	pool    *pgxpool.Pool
-	value   atomic.Int64 // -1: not counted, or the count failed
-	started atomic.Int64 // unix ns of the last count started
-	busy    atomic.Bool
-}
-
-func newDeadLetterCount(pool *pgxpool.Pool) *deadLetterCount {
-	d := &deadLetterCount{pool: pool}
-	d.value.Store(-1)
-	return d
-}
-
-func (d *deadLetterCount) get() float64 {
-	now := time.Now().UnixNano()
-	if now-d.started.Load() > int64(2*time.Second) && d.busy.CompareAndSwap(false, true) {
-		d.started.Store(now)
-		go func() {
-			defer d.busy.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			var n int64
-			if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM dead_letters`).Scan(&n); err != nil {
-				n = -1
-			}
-			d.value.Store(n)
-		}()
-	}
-	return float64(d.value.Load())
 }
