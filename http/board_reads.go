@@ -84,17 +84,29 @@ func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string
 // other reads answer storage.ErrNotFound as a user without an entry).
 var errNoMatch = errors.New("no such match (it never had an entry)")
 
-// read runs one read against the right store.
+// read runs one read against the right store; a read PostgreSQL answers takes its turn
+// (fromPostgres).
 func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
-	return r.route(ctx, b, period, degraded, read, true)
+	return r.route(ctx, b, period, degraded, read, viaGate)
 }
 
-// route runs one read against the right store; without postgres, a read PostgreSQL would
-// answer is storage.ErrUnavailable at once.
-func (r *Reads) route(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error, postgres bool) error {
+// postgresUse is how route lets a read reach PostgreSQL.
+type postgresUse int
+
+const (
+	viaGate   postgresUse = iota // in its turn (reads: fromPostgres)
+	directly                     // at once (the write path's answers: a write never waits for reads)
+	redisOnly                    // never: storage.ErrUnavailable instead
+)
+
+// route runs one read against the right store, reaching PostgreSQL as use says.
+func (r *Reads) route(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error, use postgresUse) error {
 	pg := func(src BoardStore) error {
-		if !postgres {
+		switch use {
+		case redisOnly:
 			return storage.ErrUnavailable
+		case directly:
+			return read(src)
 		}
 		return r.fromPostgres(ctx, src, read)
 	}
@@ -156,10 +168,12 @@ func (r *Reads) orFallback(err error, degraded *bool, pg func(BoardStore) error)
 const postgresReadWait = 5 * time.Second
 
 // fromPostgres runs read against a PostgreSQL store in its turn: one read at a time of
-// the request's user, at most LEADERBOARD_POSTGRES_READS of the process.
+// the request's player, at most LEADERBOARD_POSTGRES_READS of the process. A game
+// server's (or an admin's) token reads for many players: it takes the process's turns
+// only, as the process's own reads (the hub's, without a token) do.
 func (r *Reads) fromPostgres(ctx context.Context, src BoardStore, read func(BoardStore) error) error {
 	user := ""
-	if c := claimsFrom(ctx); c != nil {
+	if c := claimsFrom(ctx); c != nil && !c.HasRole("server") && !c.HasRole("admin") {
 		user = c.Subject
 	}
 	return r.postgres.do(ctx, user, func() error { return read(src) })
@@ -181,6 +195,16 @@ func (r *Reads) around(ctx context.Context, b configs.Board, period, userID stri
 		return err
 	})
 	return me, es, degraded, err
+}
+
+// answered reads a user's entry as user does, for a write's answer: from PostgreSQL at
+// once when it answers (a write never waits for reads' turns).
+func (r *Reads) answered(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, degraded bool, err error) {
+	err = r.route(ctx, b, period, &degraded, func(src BoardStore) error {
+		e, err = src.User(ctx, b.Key(), period, userID)
+		return err
+	}, directly)
+	return e, degraded, err
 }
 
 // users reads the entries of the given users, in rank order.
@@ -263,6 +287,6 @@ func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string
 		var err error
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
-	}, false)
+	}, redisOnly)
 	return e, err
 }

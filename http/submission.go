@@ -205,7 +205,7 @@ func (s submission) Submit(ctx context.Context, p prepared) (submitted, error) {
 // answers, the error wraps storage.ErrUnavailable and the client retries). An entry
 // removed since is errUnchangedEntryGone.
 func (s submission) againUnchanged(ctx context.Context, w submit, period string, at time.Time) (submitted, error) {
-	cur, _, err := s.reads.user(ctx, w.Board, period, w.UserID)
+	cur, _, err := s.reads.answered(ctx, w.Board, period, w.UserID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return submitted{}, errUnchangedEntryGone

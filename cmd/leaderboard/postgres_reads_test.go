@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,6 +106,96 @@ func TestPostgresReadsTakeTurns(t *testing.T) {
 	for _, u := range []string{"pa", "pb", "pc"} {
 		if r := svc.do(t, http.MethodGet, fmt.Sprintf(path, u), mintToken(t, u), ""); r.status != 200 {
 			t.Errorf("%s after: %d %s", u, r.status, r.raw)
+		}
+	}
+}
+
+// TestWritesAndServersSkipPlayersTurns: the turns bound players' reads, not the write
+// path, and not a game server's token, which reads for many players. A review found a
+// retry of a write answered unchanged, while Redis was down, waited 5 s for other users'
+// reads and was answered 503 (it was 200 unchanged), and a game server's second read 429
+// while its first ran. The users table is held locked so that top reads (which name the
+// entries' users) stay in PostgreSQL and keep their turns.
+func TestWritesAndServersSkipPlayersTurns(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	px := newProxy(t, testRedis)
+	svc := env.start(map[string]string{"LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0", "LEADERBOARD_POSTGRES_READS": "3"})
+	tok := mintToken(t, "sk-u")
+	if r := svc.do(t, http.MethodPost, "/v1/scores?wait=true", tok, `{"score": 100, "event_id": "sk-high"}`); r.status != 200 {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	if r := svc.submit(t, tok, `{"score": 50, "event_id": "sk-low"}`); r.status != 200 || r.body["status"] != "unchanged" {
+		t.Fatalf("a lower score: %d %s", r.status, r.raw)
+	}
+	px.setDown(true)
+
+	ctx := context.Background()
+	lock, err := env.db().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE users IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var got int
+			if err := env.db().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%users%'`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d reads wait in PostgreSQL, want %d", got, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	type answer struct {
+		status int
+		raw    string
+		took   time.Duration
+	}
+	do := func(method, path, tok, body string) answer {
+		start := time.Now()
+		req, _ := http.NewRequest(method, svc.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Error(err)
+			return answer{}
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return answer{resp.StatusCode, string(raw), time.Since(start)}
+	}
+	held := make(chan answer, 3)
+	srv := mintToken(t, "sk-game-server", "server")
+	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", mintToken(t, "sk-holder"), "") }()
+	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", srv, "") }()
+	waiting(2)
+	// The game server's next read takes the third turn, not a place behind its first.
+	if a := do(http.MethodGet, "/v1/leaderboard/users/sk-u", srv, ""); a.status != 200 {
+		t.Errorf("a game server's read while its other read runs: %d %s after %s, want 200", a.status, a.raw, a.took.Round(time.Millisecond))
+	}
+	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", mintToken(t, "sk-holder-2"), "") }()
+	waiting(3)
+	// Every turn is taken: a write's answer reads PostgreSQL at once all the same.
+	if a := do(http.MethodPost, "/v1/scores", tok, `{"score": 50, "event_id": "sk-low"}`); a.status != 200 || !strings.Contains(a.raw, `"unchanged"`) {
+		t.Errorf("the retry of the write answered unchanged, Redis down, every turn taken: %d %s after %s, want 200 unchanged", a.status, a.raw, a.took.Round(time.Millisecond))
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if a := <-held; a.status != 200 {
+			t.Errorf("a read that held a turn: %d %s", a.status, a.raw)
 		}
 	}
 }
