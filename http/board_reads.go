@@ -87,25 +87,25 @@ var errNoMatch = errors.New("no such match (it never had an entry)")
 // read runs one read against the right store; a read PostgreSQL answers takes its turn
 // (fromPostgres).
 func (r *Reads) read(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error) error {
-	return r.route(ctx, b, period, degraded, read, viaGate)
+	return r.route(ctx, b, period, degraded, read, pgInTurn)
 }
 
 // postgresUse is how route lets a read reach PostgreSQL.
 type postgresUse int
 
 const (
-	viaGate   postgresUse = iota // in its turn (reads: fromPostgres)
-	directly                     // at once (the write path's answers: a write never waits for reads)
-	redisOnly                    // never: storage.ErrUnavailable instead
+	pgInTurn postgresUse = iota // in its turn (reads: fromPostgres)
+	pgAtOnce                    // at once (the write path's answers: a write never waits for reads)
+	pgNever                     // never: storage.ErrUnavailable instead
 )
 
 // route runs one read against the right store, reaching PostgreSQL as use says.
 func (r *Reads) route(ctx context.Context, b configs.Board, period string, degraded *bool, read func(BoardStore) error, use postgresUse) error {
 	pg := func(src BoardStore) error {
 		switch use {
-		case redisOnly:
+		case pgNever:
 			return storage.ErrUnavailable
-		case directly:
+		case pgAtOnce:
 			return read(src)
 		}
 		return r.fromPostgres(ctx, src, read)
@@ -203,7 +203,7 @@ func (r *Reads) answered(ctx context.Context, b configs.Board, period, userID st
 	err = r.route(ctx, b, period, &degraded, func(src BoardStore) error {
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
-	}, directly)
+	}, pgAtOnce)
 	return e, degraded, err
 }
 
@@ -287,6 +287,6 @@ func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string
 		var err error
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
-	}, redisOnly)
+	}, pgNever)
 	return e, err
 }
