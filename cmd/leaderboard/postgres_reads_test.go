@@ -31,62 +31,22 @@ func TestPostgresReadsTakeTurns(t *testing.T) {
 	if r := svc.do(t, http.MethodGet, fmt.Sprintf(path, "pa"), mintToken(t, "pa"), ""); r.status != 200 || num(r.body["rank"]) != 3 {
 		t.Fatalf("a read of the closed day: %d %s", r.status, r.raw)
 	}
+	read := func(user string, out chan<- timedAnswer) {
+		a := timedDo(t, svc, http.MethodGet, fmt.Sprintf(path, user), mintToken(t, user), "")
+		a.user = user
+		out <- a
+	}
 
-	ctx := context.Background()
-	lock, err := env.db().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `LOCK TABLE board_entries IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	waiting := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var got int
-			if err := env.db().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM board_entries%'`).Scan(&got); err != nil {
-				t.Fatal(err)
-			}
-			if got >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d reads wait in PostgreSQL, want %d", got, n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	type answer struct {
-		user, retryAfter string
-		status           int
-		took             time.Duration
-	}
-	get := func(user string, out chan<- answer) {
-		start := time.Now()
-		req, _ := http.NewRequest(http.MethodGet, svc.base+fmt.Sprintf(path, user), nil)
-		req.Header.Set("Authorization", "Bearer "+mintToken(t, user))
-		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-		if err != nil {
-			t.Error(err)
-			out <- answer{user: user}
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		out <- answer{user, resp.Header.Get("Retry-After"), resp.StatusCode, time.Since(start)}
-	}
-	held := make(chan answer, 2)
-	go get("pa", held)
-	waiting(1)
-	go get("pb", held) // another user's read takes the second slot
-	waiting(2)
+	unlock := lockTable(t, env, "board_entries")
+	held := make(chan timedAnswer, 2)
+	go read("pa", held)
+	waitInPostgres(t, env, 1, "%FROM board_entries%")
+	go read("pb", held) // another user's read takes the second slot
+	waitInPostgres(t, env, 2, "%FROM board_entries%")
 
-	refused := make(chan answer, 2)
-	go get("pa", refused) // pa's second read waits for pa's first
-	go get("pc", refused) // pc waits for a slot
+	refused := make(chan timedAnswer, 2)
+	go read("pa", refused) // pa's second read waits for pa's first
+	go read("pc", refused) // pc waits for a slot
 	want := map[string]int{"pa": http.StatusTooManyRequests, "pc": http.StatusServiceUnavailable}
 	for range 2 {
 		a := <-refused
@@ -94,9 +54,7 @@ func TestPostgresReadsTakeTurns(t *testing.T) {
 			t.Errorf("%s: %d Retry-After %q after %s, want %d with Retry-After 1", a.user, a.status, a.retryAfter, a.took, want[a.user])
 		}
 	}
-	if err := lock.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	for range 2 {
 		if a := <-held; a.status != 200 {
 			t.Errorf("%s's read that held a slot: %d, want 200 once PostgreSQL answers", a.user, a.status)
@@ -130,72 +88,97 @@ func TestWritesAndServersSkipPlayersTurns(t *testing.T) {
 	}
 	px.setDown(true)
 
-	ctx := context.Background()
-	lock, err := env.db().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `LOCK TABLE users IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	waiting := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var got int
-			if err := env.db().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%users%'`).Scan(&got); err != nil {
-				t.Fatal(err)
-			}
-			if got >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d reads wait in PostgreSQL, want %d", got, n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	type answer struct {
-		status int
-		raw    string
-		took   time.Duration
-	}
-	do := func(method, path, tok, body string) answer {
-		start := time.Now()
-		req, _ := http.NewRequest(method, svc.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-		if err != nil {
-			t.Error(err)
-			return answer{}
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return answer{resp.StatusCode, string(raw), time.Since(start)}
-	}
-	held := make(chan answer, 3)
+	unlock := lockTable(t, env, "users")
+	held := make(chan timedAnswer, 3)
 	srv := mintToken(t, "sk-game-server", "server")
-	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", mintToken(t, "sk-holder"), "") }()
-	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", srv, "") }()
-	waiting(2)
+	top := func(tok string) { held <- timedDo(t, svc, http.MethodGet, "/v1/leaderboard/top", tok, "") }
+	go top(mintToken(t, "sk-holder"))
+	go top(srv)
+	waitInPostgres(t, env, 2, "%users%")
 	// The game server's next read takes the third turn, not a place behind its first.
-	if a := do(http.MethodGet, "/v1/leaderboard/users/sk-u", srv, ""); a.status != 200 {
+	if a := timedDo(t, svc, http.MethodGet, "/v1/leaderboard/users/sk-u", srv, ""); a.status != 200 {
 		t.Errorf("a game server's read while its other read runs: %d %s after %s, want 200", a.status, a.raw, a.took.Round(time.Millisecond))
 	}
-	go func() { held <- do(http.MethodGet, "/v1/leaderboard/top", mintToken(t, "sk-holder-2"), "") }()
-	waiting(3)
+	go top(mintToken(t, "sk-holder-2"))
+	waitInPostgres(t, env, 3, "%users%")
 	// Every turn is taken: a write's answer reads PostgreSQL at once all the same.
-	if a := do(http.MethodPost, "/v1/scores", tok, `{"score": 50, "event_id": "sk-low"}`); a.status != 200 || !strings.Contains(a.raw, `"unchanged"`) {
+	if a := timedDo(t, svc, http.MethodPost, "/v1/scores", tok, `{"score": 50, "event_id": "sk-low"}`); a.status != 200 || !strings.Contains(a.raw, `"unchanged"`) {
 		t.Errorf("the retry of the write answered unchanged, Redis down, every turn taken: %d %s after %s, want 200 unchanged", a.status, a.raw, a.took.Round(time.Millisecond))
 	}
-	if err := lock.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	for range 3 {
 		if a := <-held; a.status != 200 {
 			t.Errorf("a read that held a turn: %d %s", a.status, a.raw)
 		}
 	}
+}
+
+// lockTable holds table locked (ACCESS EXCLUSIVE) until the returned func (or the test's
+// end): the service's queries of it wait in PostgreSQL meanwhile.
+func lockTable(t *testing.T, env *testEnv, table string) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := env.db().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// waitInPostgres waits until at least n queries of the test's database matching like wait
+// for a lock.
+func waitInPostgres(t *testing.T, env *testEnv, n int, like string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got int
+		if err := env.db().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, like).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queries like %q wait in PostgreSQL, want %d", got, like, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// timedAnswer is one request's answer and how long it took (user: the caller's to set).
+type timedAnswer struct {
+	user, retryAfter, raw string
+	status                int
+	took                  time.Duration
+}
+
+// timedDo sends one request with the token; safe in a goroutine of the test (an error
+// fails the test and answers status 0).
+func timedDo(t *testing.T, svc *service, method, path, tok, body string) timedAnswer {
+	start := time.Now()
+	req, err := http.NewRequest(method, svc.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return timedAnswer{}
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	var a timedAnswer
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Error(err)
+		return a
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	a.retryAfter, a.raw, a.status, a.took = resp.Header.Get("Retry-After"), string(raw), resp.StatusCode, time.Since(start)
+	return a
 }
