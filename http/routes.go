@@ -183,7 +183,8 @@ func LoopbackOnly(what, hint string, next http.Handler) http.Handler {
 			writeError(w, r, http.StatusForbidden, "forbidden", what+" and answers only requests to localhost, 127.0.0.1 or [::1]", "")
 			return
 		}
-		for _, h := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		for _, h := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip",
+			"Via", "Cf-Connecting-Ip", "True-Client-Ip", "X-Original-Forwarded-For"} {
 			if _, ok := r.Header[h]; ok {
 				writeError(w, r, http.StatusForbidden, "forbidden", what+" and answers no request a proxy forwarded ("+h+"): "+hint, "")
 				return

@@ -31,6 +31,12 @@ func TestDevSecretBehindLocalReverseProxy(t *testing.T) {
 		{"X-Real-IP", "203.0.113.9"},
 		{"Forwarded", "for=203.0.113.9;proto=https;host=leaderboard.example.com"},
 		{"X-Forwarded-Host", "leaderboard.example.com"},
+		// Proxies and CDNs that add none of those (found by a later review).
+		{"Via", "1.1 proxy"},
+		{"X-Forwarded-Proto", "https"},
+		{"CF-Connecting-IP", "203.0.113.9"},
+		{"True-Client-IP", "203.0.113.9"},
+		{"X-Original-Forwarded-For", "203.0.113.9"},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, svc.base+"/admin/audit", nil)
 		req.Host = "127.0.0.1:" + port // what nginx's proxy_pass sends by default
