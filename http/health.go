@@ -22,7 +22,8 @@ type readyzResponse struct {
 func (s *server) handleReadyz() http.HandlerFunc {
 	type response = readyzResponse
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		// The check bounds each part's answer at 2 s itself; this bounds the wait for it.
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		if failing := s.Ready(ctx); len(failing) > 0 {
 			encode(w, http.StatusServiceUnavailable, response{Status: "not_ready", Failing: failing})

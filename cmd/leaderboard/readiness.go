@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/openleaderboard/leaderboard/storage"
 )
@@ -21,7 +22,32 @@ type readiness struct {
 	brokers []string // nil: Kafka is not a condition (an API-only process)
 	routers []func() bool
 	checks  []check
+	// asking is the check in flight, which every /readyz that comes meanwhile shares.
+	asking singleflight.Group
 }
+
+// Failing answers /readyz: the parts not ready, as failing finds them. /readyz asks no
+// credentials and each check takes a PostgreSQL connection (and, with the relay or the
+// projector, a connection to the broker): anonymous probes sent at once held the pool's
+// every connection and made players' requests wait for one (found by a review). Probes
+// that come while a check runs share its answer, so one check runs at a time; it has its
+// own 2 s, not the first asker's, whose hanging up must not fail the others'.
+func (r *readiness) Failing(ctx context.Context) []string {
+	ch := r.asking.DoChan("", func() (any, error) {
+		cctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		defer cancel()
+		return r.failing(cctx), nil
+	})
+	select {
+	case res := <-ch:
+		return res.Val.([]string)
+	case <-ctx.Done():
+		return []string{"timeout"}
+	}
+}
+
+// readyTimeout bounds one readiness check.
+const readyTimeout = 2 * time.Second
 
 // check is a named readiness condition of a role.
 type check struct {

@@ -239,3 +239,55 @@ func TestKafkaProbeAsksTheOtherBrokersWhenOneHangs(t *testing.T) {
 		t.Error("brokers [hung, hung]: kafkaAnswers = true, want false")
 	}
 }
+
+// TestReadyzProbesShareOneCheck: /readyz asks no credentials and each check takes a
+// PostgreSQL connection (and a new connection to the broker with the relay or the
+// projector): 150 anonymous clients held the pool's every connection, and players' reads
+// and writes waited up to 7 s for one (found by a review). Probes that come while a check
+// runs share its answer: one check at a time, however many probe.
+func TestReadyzProbesShareOneCheck(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	pgURL, _ := url.Parse(env.vars["LEADERBOARD_POSTGRES_URL"])
+	pgURL.Path = "/postgres" // the test's own database is made by a service's start
+	pool, err := pgxpool.New(context.Background(), pgURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var running, most, runs atomic.Int32
+	release := make(chan struct{})
+	slow := check{"slow", func() bool {
+		runs.Add(1)
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return false
+	}}
+	ready := &readiness{pool: pool, boards: storage.NewBoards(env.rdb, env.prefix, 0), checks: []check{slow}}
+	var wg sync.WaitGroup
+	answers := make(chan []string, 50)
+	for range 50 {
+		wg.Go(func() { answers <- ready.Failing(context.Background()) })
+	}
+	eventually(t, 10*time.Second, func() string {
+		if runs.Load() == 0 {
+			return "no check started"
+		}
+		return ""
+	})
+	time.Sleep(100 * time.Millisecond) // the other probes arrive meanwhile
+	close(release)
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if !slices.Equal(a, []string{"slow"}) {
+			t.Errorf("a probe's answer: %v, want [slow]", a)
+		}
+	}
+	if most.Load() != 1 || runs.Load() > 2 {
+		t.Errorf("50 probes at once ran %d checks, %d at a time, want one check (or two, for probes that came as it ended)", runs.Load(), most.Load())
+	}
+}

@@ -69,7 +69,7 @@ func startAPI(ctx context.Context, g *errgroup.Group, d deps, ready *readiness, 
 	handler := lbhttp.NewServer(lbhttp.Deps{
 		Config: d.cfg, Logger: d.logger, Commands: outbox, Requests: storage.NewRequestLog(d.pool),
 		Periods: periods, Reads: reads, Now: d.now,
-		Ready: ready.failing, Registry: d.reg, WaitTimeout: d.cfg.WaitTimeout,
+		Ready: ready.Failing, Registry: d.reg, WaitTimeout: d.cfg.WaitTimeout,
 		Hub: hub, Realtime: lbhttp.RealtimeConfig{Heartbeat: d.cfg.SSEHeartbeat},
 		DeadLetters: storage.NewDeadLetterAdmin(d.db, d.schema, d.cfg.OutboxShards),
 		Maintenance: storage.Maintenance{Boards: d.boards, Ranks: ranks, Audit: audit},

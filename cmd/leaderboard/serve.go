@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg configs.Config, logger *slog.Logger, now fun
 			return abort(err)
 		}
 	} else {
-		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: ready.failing, Registry: d.reg})
+		ops := lbhttp.NewOpsServer(lbhttp.Deps{Config: cfg, Logger: logger, Ready: ready.Failing, Registry: d.reg})
 		web.serve(gctx, g, ops, nil)
 	}
 
