@@ -125,6 +125,10 @@ func TestComposeStack(t *testing.T) {
 			if port.Target != 8080 {
 				t.Errorf("%s publishes container port %d, the service listens on 8080", name, port.Target)
 			}
+			if port.HostIP != "127.0.0.1" {
+				// Plain HTTP carrying bearer tokens: this machine only by default.
+				t.Errorf("%s publishes port %s on %q, want 127.0.0.1 unless LEADERBOARD_PUBLISH_ADDR is set", name, port.Published, port.HostIP)
+			}
 			published := port.Published
 			if ports[mustPort(t, published)] {
 				t.Errorf("host port %s published twice", published)
