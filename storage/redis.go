@@ -504,8 +504,12 @@ func parseTop(version, updated, body any) (Top, error) {
 
 // unavailableReplies are the error replies of a Redis that cannot serve the command now
 // (starting, blocked by a script, a cluster missing a master or failing over, a replica
-// answering writes), as against a script's own error.
-var unavailableReplies = []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"}
+// answering writes, a Redis refusing writes: full at maxmemory under noeviction, or its
+// snapshots failing), as against a script's own error. Reads that write (a page after a
+// cursor marks it, a lost period is loaded) then fall back to PostgreSQL as reads of a
+// Redis down do (they answered 503 while the other reads answered from Redis; found by a
+// review).
+var unavailableReplies = []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS", "OOM", "MISCONF"}
 
 // redisErr marks every Redis failure but a script's own error as unavailability.
 func redisErr(op string, err error) error {
