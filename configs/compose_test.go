@@ -157,8 +157,9 @@ func mustPort(t *testing.T, s string) uint32 {
 // interface ("9090:9090"). Prometheus asks no credentials: anyone who reaches the machine
 // can run arbitrary PromQL (CPU and memory of the Prometheus container), list the internal
 // targets, and read the relay's and projector's metrics, which compose deliberately does
-// not publish. Only the API replicas are meant to be reachable from outside; Prometheus
-// should be bound to the host's loopback (127.0.0.1:9090:9090) or not published.
+// not publish. Only the API replicas are meant to be reachable from outside (through a
+// proxy, or with LEADERBOARD_PUBLISH_ADDR: TestComposeStack); Prometheus should be bound
+// to the host's loopback (127.0.0.1:9090:9090) or not published.
 func TestComposePublishesOnlyTheAPI(t *testing.T) {
 	p := loadCompose(t)
 	for name, s := range p.Services {
