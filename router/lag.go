@@ -57,7 +57,10 @@ func (c *consumerLag) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now := c.now(); c.last == nil || now.Sub(c.at) >= lagFresh || now.Before(c.at) {
-		c.last, c.at = c.read(), now
+		// Fresh from when the reading ended: a slow broker's readings do not run back to
+		// back for the scrapes that queued meanwhile.
+		c.last = c.read()
+		c.at = c.now()
 	}
 	for _, m := range c.last {
 		ch <- m

@@ -62,3 +62,32 @@ func TestLagReadingServesScrapesForASecond(t *testing.T) {
 		t.Errorf("a scrape a second later read the lag %d times in all, want a fresh reading", client.reads)
 	}
 }
+
+// slowClient is a broker whose reading of the lag takes the clock 2 s.
+type slowClient struct {
+	countingClient
+	clock *time.Time
+}
+
+func (c *slowClient) Partitions(topic string) ([]int32, error) {
+	*c.clock = c.clock.Add(2 * time.Second)
+	return c.countingClient.Partitions(topic)
+}
+
+// TestSlowLagReadingStillServesASecond: a reading's second counts from when it ended; from
+// its start, a broker slow to answer (when the lag matters most) had every queued scrape
+// read again, back to back (found by a review).
+func TestSlowLagReadingStillServesASecond(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	client := &slowClient{clock: &now}
+	c := &consumerLag{client: client, admin: committedAdmin{}, group: "g", topic: "t", now: func() time.Time { return now },
+		desc: prometheus.NewDesc("lag", "", []string{"group", "topic", "partition"}, nil)}
+	for range 3 {
+		ch := make(chan prometheus.Metric, 10)
+		c.Collect(ch)
+	}
+	if client.reads != 1 {
+		t.Errorf("3 scrapes right after a 2 s reading read the lag %d times, want once", client.reads)
+	}
+}

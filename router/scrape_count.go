@@ -2,21 +2,25 @@ package router
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // ScrapeCount serves a count PostgreSQL takes to /metrics off the scrape's path: a scrape
-// (anonymous, on the API's address) answers the last count and starts another when it is
-// older than every, one at a time, so that scrapers never hold the pool's connections
-// (with a table slow or locked, a count per scrape held one each, and players' writes
-// waited behind them). -1 until the first count ends, and after a failed one.
+// (anonymous, on the API's address) answers the last count ended and starts another when
+// the last one started more than every ago, one at a time, so that scrapers never hold
+// the pool's connections (with a table slow or locked, a count per scrape held one each,
+// and players' writes waited behind them). So a scrape answers the count an earlier
+// scrape started. -1 until the first count ends, and after a failed one.
 type ScrapeCount struct {
 	count          func(context.Context) (int64, error)
 	every, timeout time.Duration
 	value          atomic.Int64
-	started        atomic.Int64 // unix ns of the last count started
-	busy           atomic.Bool
+
+	mu      sync.Mutex
+	started time.Time // of the last count (monotonic: a clock stepped back stops nothing)
+	busy    bool
 }
 
 // NewScrapeCount returns a count taken at most every every, each within timeout.
@@ -28,19 +32,26 @@ func NewScrapeCount(every, timeout time.Duration, count func(context.Context) (i
 
 // Get answers the last count, starting another when it is due.
 func (c *ScrapeCount) Get() float64 {
-	now := time.Now().UnixNano()
-	if now-c.started.Load() > int64(c.every) && c.busy.CompareAndSwap(false, true) {
-		c.started.Store(now)
-		go func() {
-			defer c.busy.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-			defer cancel()
-			n, err := c.count(ctx)
-			if err != nil {
-				n = -1
-			}
-			c.value.Store(n)
-		}()
+	c.mu.Lock()
+	if !c.busy && (c.started.IsZero() || time.Since(c.started) > c.every) {
+		c.busy, c.started = true, time.Now()
+		go c.take()
 	}
+	c.mu.Unlock()
 	return float64(c.value.Load())
+}
+
+func (c *ScrapeCount) take() {
+	defer func() {
+		c.mu.Lock()
+		c.busy = false
+		c.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	n, err := c.count(ctx)
+	if err != nil {
+		n = -1
+	}
+	c.value.Store(n)
 }
