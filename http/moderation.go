@@ -394,13 +394,32 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 		if s.poll(r.Context(), func(ctx context.Context) bool {
 			a, ok, err := s.Requests.AppliedIn(ctx, msg.UserID, msg.EventID, msg.Board)
 			period = a.Period
-			return err == nil && ok
+			return err == nil && ok && s.readsShow(ctx, msg, a)
 		}) {
 			encode(w, http.StatusOK, map[string]any{"status": "applied", "event_id": msg.EventID, "board": msg.Board, "period": period, "user_id": msg.UserID})
 			return
 		}
 	}
 	encode(w, http.StatusAccepted, map[string]any{"status": "accepted", "event_id": msg.EventID})
+}
+
+// readsShow tells whether reads show an admin's entry command PostgreSQL applied (a):
+// Redis holds the entry at its version since, or (a removal) no entry; for a period Redis
+// does not keep, PostgreSQL answers. The projector writes PostgreSQL before Redis, so
+// "applied" from PostgreSQL alone let a read right after still show a removed entry.
+func (s *server) readsShow(ctx context.Context, msg messages.ScoreSubmitted, a storage.Applied) bool {
+	b, ok := s.Config.Board(msg.Board)
+	if s.Reads == nil || !ok {
+		return true
+	}
+	cur, settled, err := s.Reads.applied(ctx, b, a.Period, msg.UserID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return msg.Op == messages.OpRemove || settled
+	case err != nil:
+		return false
+	}
+	return settled || (a.Version > 0 && cur.Version >= a.Version)
 }
 
 // pageParams reads ?limit= (1–500, default 50) and ?cursor= (an id from next_cursor).

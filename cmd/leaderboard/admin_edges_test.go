@@ -468,3 +468,55 @@ func TestAdjustRefusesAPeriodNotBegun(t *testing.T) {
 		t.Errorf("%d history rows of periods not begun", n)
 	}
 }
+
+// TestAdminWaitAnswersAppliedOnceReadsShowIt: an admin's removal (or adjustment) with
+// ?wait=true was answered 200 applied once PostgreSQL held it; the projector mirrors it in
+// Redis after, so a top read right after still showed the removed cheater (make test saw
+// it once). The answer now waits until reads show it, as a write's does. Here the
+// projector's Redis is down (its own proxy) while the API's reads answer from Redis: the
+// removal is applied in PostgreSQL and not shown, so the wait ends 202; once the
+// projector's Redis is back, reads show it.
+func TestAdminWaitAnswersAppliedOnceReadsShowIt(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	broker := "127.0.0.1:" + freePort(t)
+	api := env.start(map[string]string{"LEADERBOARD_KAFKA_EMBEDDED_ADDR": broker, "LEADERBOARD_ROLES": "api", "LEADERBOARD_WAIT_TIMEOUT": "2s"})
+	px := newProxy(t, testRedis)
+	env.start(map[string]string{"LEADERBOARD_KAFKA_BROKERS": broker, "LEADERBOARD_ROLES": "relay,projector",
+		"LEADERBOARD_HTTP_ADDR": "127.0.0.1:" + freePort(t), "LEADERBOARD_REDIS_URL": "redis://" + px.addr() + "/0"})
+	srv, admin, viewer := mintToken(t, "gs", "server"), mintToken(t, "mod", "admin"), mintToken(t, "viewer")
+	for _, body := range []string{`{"value": 300, "user_id": "cheat"}`, `{"value": 100, "user_id": "fair"}`} {
+		if r := api.do(t, http.MethodPost, "/v1/boards/global/scores?wait=true", srv, body); r.status != 200 {
+			t.Fatalf("seed: %d %s", r.status, r.raw)
+		}
+	}
+	px.setDown(true)
+	r := api.do(t, http.MethodDelete, "/admin/boards/global/entries/cheat?wait=true&reason=cheating", admin, "")
+	top := entryOrder(t, api.do(t, http.MethodGet, "/v1/boards/global/top", viewer, ""))
+	if r.status == 200 && top != "fair:100" {
+		t.Fatalf("the removal answered %d %s while the top still reads %s: applied is not shown", r.status, r.raw, top)
+	}
+	if r.status != 202 {
+		t.Fatalf("the removal while the projector cannot mirror it: %d %s, want 202 after the wait", r.status, r.raw)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if n := env.count(`SELECT count(*) FROM score_history WHERE operator = 'remove' AND user_id = 'cheat'`); n != 1 {
+			return fmt.Sprintf("%d removals in the history", n)
+		}
+		return ""
+	})
+	px.setDown(false)
+	eventually(t, 30*time.Second, func() string {
+		if got := entryOrder(t, api.do(t, http.MethodGet, "/v1/boards/global/top", viewer, "")); got != "fair:100" {
+			return "top " + got
+		}
+		return ""
+	})
+	// An adjustment with the projector's Redis up is answered applied, and shown.
+	if r := api.do(t, http.MethodPost, "/admin/boards/global/entries/fair/adjust?wait=true", admin, `{"value": 50, "reason": "bugged level"}`); r.status != 200 || r.body["status"] != "applied" {
+		t.Fatalf("adjust: %d %s", r.status, r.raw)
+	}
+	if got := entryOrder(t, api.do(t, http.MethodGet, "/v1/boards/global/top", viewer, "")); got != "fair:50" {
+		t.Errorf("top right after the adjustment answered applied: %s, want fair:50", got)
+	}
+}
