@@ -404,9 +404,10 @@ func (s *server) moderate(w http.ResponseWriter, r *http.Request, msg messages.S
 }
 
 // readsShow tells whether reads show an admin's entry command PostgreSQL applied (a):
-// Redis holds the entry at its version since, or (a removal) no entry; for a period Redis
-// does not keep, PostgreSQL answers. The projector writes PostgreSQL before Redis, so
-// "applied" from PostgreSQL alone let a read right after still show a removed entry.
+// Redis holds the entry at its version since, or (a removal, or any command on a banned
+// user's entry, which reads leave out) no entry; for a period Redis does not keep,
+// PostgreSQL answers. The projector writes PostgreSQL before Redis, so "applied" from
+// PostgreSQL alone let a read right after still show a removed entry.
 func (s *server) readsShow(ctx context.Context, msg messages.ScoreSubmitted, a storage.Applied) bool {
 	b, ok := s.Config.Board(msg.Board)
 	if s.Reads == nil || !ok {
@@ -415,7 +416,7 @@ func (s *server) readsShow(ctx context.Context, msg messages.ScoreSubmitted, a s
 	cur, settled, err := s.Reads.applied(ctx, b, a.Period, msg.UserID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return msg.Op == messages.OpRemove || settled
+		return msg.Op == messages.OpRemove || settled || s.Guard.banned(msg.UserID)
 	case err != nil:
 		return false
 	}

@@ -519,4 +519,12 @@ func TestAdminWaitAnswersAppliedOnceReadsShowIt(t *testing.T) {
 	if got := entryOrder(t, api.do(t, http.MethodGet, "/v1/boards/global/top", viewer, "")); got != "fair:50" {
 		t.Errorf("top right after the adjustment answered applied: %s, want fair:50", got)
 	}
+	// A banned user's entry is left out of reads: its adjustment is shown once applied.
+	if r := api.do(t, http.MethodPost, "/admin/users/fair/ban?wait=true", admin, `{"reason": "cheating"}`); r.status != 200 {
+		t.Fatalf("ban: %d %s", r.status, r.raw)
+	}
+	start := time.Now()
+	if r := api.do(t, http.MethodPost, "/admin/boards/global/entries/fair/adjust?wait=true", admin, `{"value": 40, "reason": "while banned"}`); r.status != 200 || r.body["status"] != "applied" {
+		t.Errorf("adjust of a banned user's entry: %d %s after %s, want 200 applied", r.status, r.raw, time.Since(start).Round(time.Millisecond))
+	}
 }
