@@ -12,7 +12,7 @@ import (
 )
 
 // registerStoreMetrics exports the PostgreSQL and Redis connection pools at scrape time,
-// and the number of dead letters waiting as last counted (deadLetterCount).
+// and the number of dead letters waiting as last counted (router.ScrapeCount).
 func registerStoreMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, rdb redis.UniversalClient) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
