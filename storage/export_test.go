@@ -2,9 +2,13 @@ package storage
 
 import (
 	"context"
+	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 )
 
 // RelayReadSQL is the relay's read statement, for the test of its plan.
@@ -47,3 +51,19 @@ func SetBatcherClock[T, R any](b *Batcher[T, R], now func() time.Time) { b.now =
 
 // LoadLinger is the adaptive batcher's linger at a rate, for its table test.
 var LoadLinger = loadLinger
+
+// MigrateTo applies the embedded migrations up to version (and no outbox table).
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	files, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}
