@@ -72,11 +72,16 @@ func (r *Reads) top(ctx context.Context, b configs.Board, period string, limit i
 }
 
 // user reads a user's entry on a board period (storage.ErrNotFound when there is none).
-func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, degraded bool, err error) {
-	err = r.read(ctx, b, period, &degraded, func(src BoardStore) error {
+func (r *Reads) user(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, bool, error) {
+	return r.entry(ctx, b, period, userID, pgInTurn)
+}
+
+// entry reads a user's entry, reaching PostgreSQL as use says.
+func (r *Reads) entry(ctx context.Context, b configs.Board, period, userID string, use postgresUse) (e storage.Entry, degraded bool, err error) {
+	err = r.route(ctx, b, period, &degraded, func(src BoardStore) error {
 		e, err = src.User(ctx, b.Key(), period, userID)
 		return err
-	})
+	}, use)
 	return e, degraded, err
 }
 
@@ -199,12 +204,8 @@ func (r *Reads) around(ctx context.Context, b configs.Board, period, userID stri
 
 // answered reads a user's entry as user does, for a write's answer: from PostgreSQL at
 // once when it answers (a write never waits for reads' turns).
-func (r *Reads) answered(ctx context.Context, b configs.Board, period, userID string) (e storage.Entry, degraded bool, err error) {
-	err = r.route(ctx, b, period, &degraded, func(src BoardStore) error {
-		e, err = src.User(ctx, b.Key(), period, userID)
-		return err
-	}, pgAtOnce)
-	return e, degraded, err
+func (r *Reads) answered(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, bool, error) {
+	return r.entry(ctx, b, period, userID, pgAtOnce)
 }
 
 // users reads the entries of the given users, in rank order.
@@ -281,12 +282,6 @@ func (r *Reads) held(ctx context.Context, b configs.Board, period, userID string
 // fast reads a user's entry for the write path: Redis only (loading a period it does not
 // hold), never PostgreSQL, so a Redis outage costs the write path nothing.
 func (r *Reads) fast(ctx context.Context, b configs.Board, period, userID string) (storage.Entry, error) {
-	var e storage.Entry
-	var degraded bool
-	err := r.route(ctx, b, period, &degraded, func(src BoardStore) error {
-		var err error
-		e, err = src.User(ctx, b.Key(), period, userID)
-		return err
-	}, pgNever)
+	e, _, err := r.entry(ctx, b, period, userID, pgNever)
 	return e, err
 }
